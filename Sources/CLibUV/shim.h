@@ -1,0 +1,17 @@
+#ifndef OSCAR_CLIBUV_SHIM_H
+#define OSCAR_CLIBUV_SHIM_H
+
+#include <uv.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+
+/// Swift 6 treats C globals such as `stdout` as unsafe shared state, so the few
+/// calls that need one live here as inline C.
+static inline void oscar_stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
+/// Names the calling thread (visible in top, perf and gdb); at most 15 bytes are kept.
+static inline void oscar_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
+
+#endif

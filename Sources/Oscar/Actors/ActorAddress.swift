@@ -1,0 +1,55 @@
+/// A node: where it listens, and which start of that process it is.
+///
+/// The `uid` is random per process start, so a node restarted on the same port
+/// is a different incarnation; 0 means "whichever incarnation is there" (an
+/// address typed by a person has no uid).
+public struct NodeAddress: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var uid: UInt64
+
+    public init(host: String, port: Int, uid: UInt64 = 0) {
+        self.host = host
+        self.port = port
+        self.uid = uid
+    }
+
+    /// `host:port`.
+    public var description: String { "\(host):\(port)" }
+
+    /// A fresh node identity for a process that does not listen (port 0).
+    public static func local(host: String = "127.0.0.1", port: Int = 0) -> NodeAddress {
+        NodeAddress(host: host, port: port, uid: UInt64.random(in: 1...UInt64.max))
+    }
+}
+
+/// An actor's name: its node plus a path such as `/user/echo` or
+/// `/user/workers/3`. The URI form is `oscar://host:port/user/echo`.
+public struct ActorAddress: Hashable, Sendable, Codable, CustomStringConvertible {
+    public var node: NodeAddress
+    public var path: String
+
+    public init(node: NodeAddress, path: String) {
+        self.node = node
+        self.path = path
+    }
+
+    /// Parses `oscar://host:port/path`. Returns nil for anything else.
+    public init?(uri: String) {
+        let scheme = "oscar://"
+        guard uri.hasPrefix(scheme) else { return nil }
+        let rest = uri.dropFirst(scheme.count)
+        guard let slash = rest.firstIndex(of: "/") else { return nil }
+        let authority = rest[..<slash]
+        guard let colon = authority.lastIndex(of: ":"),
+            let port = Int(authority[authority.index(after: colon)...]), (0...65535).contains(port)
+        else { return nil }
+        let host = String(authority[..<colon])
+        let path = String(rest[slash...])
+        guard !host.isEmpty, path.count > 1 else { return nil }
+        self.init(node: NodeAddress(host: host, port: port), path: path)
+    }
+
+    public var uri: String { "oscar://\(node.host):\(node.port)\(path)" }
+    public var description: String { uri }
+}

@@ -1,0 +1,29 @@
+/// What an actor knows about its place in the system, handed to `started(_:)`.
+public struct ActorContext: Sendable {
+    /// This actor's own ref, to pass to others so they can reply.
+    public let ref: ActorRef
+    /// The system hosting this actor. Unowned: the system owns its actors, not
+    /// the other way round, so a system without references can deinitialise.
+    public unowned let system: ActorSystem
+
+    /// The system's services.
+    public var services: ServiceLocator { system.services }
+
+    /// After this, this actor receives `Terminated` when `other` stops (at
+    /// once if it already has). The actor needs a reaction to `Terminated`.
+    public func watch(_ other: ActorRef) {
+        guard let cell = other.target as? ActorCell else {
+            ref.tell(Terminated(actor: other))
+            return
+        }
+        cell.addWatcher(ref)
+    }
+
+    /// Undoes `watch`.
+    public func unwatch(_ other: ActorRef) {
+        (other.target as? ActorCell)?.removeWatcher(ref)
+    }
+
+    /// Stops this actor once its current message is handled.
+    public func stop() { system.stop(ref) }
+}

@@ -1,0 +1,63 @@
+/// A handle to an actor: the only way to talk to it.
+///
+/// `tell` and `ask` behave the same whether the actor is on this loop, another
+/// loop, or (with the transport) another node. A ref is `Codable` as its
+/// address, so it can travel inside a message and be replied to.
+public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let address: ActorAddress
+    let target: (any MessageTarget)?
+
+    init(address: ActorAddress, target: (any MessageTarget)?) {
+        self.address = address
+        self.target = target
+    }
+
+    /// Sends a message one way: at most once, FIFO per sender. Never blocks.
+    public func tell<M: Message>(_ message: M) {
+        guard let target else {
+            Log.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
+            return
+        }
+        target.deliver(message, reply: nil)
+    }
+
+    /// Sends a message and waits for its reply, or for a typed error: exactly
+    /// one outcome, at the latest when `timeout` has passed.
+    public func ask<M: Message>(_ message: M, timeout: Duration = .seconds(5)) async throws(AskError) -> M.Reply {
+        guard let target else { throw .actorNotFound(address) }
+        let address = self.address
+        let outcome = await withCheckedContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
+            target.deliver(message, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
+        }
+        return try outcome.get()
+    }
+
+    public var description: String { address.uri }
+
+    public static func == (a: ActorRef, b: ActorRef) -> Bool { a.address == b.address }
+    public func hash(into hasher: inout Hasher) { hasher.combine(address) }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(address)
+    }
+
+    /// Decodes an address; the ref resolves to the live actor when the
+    /// decoder's `userInfo[.oscarActorSystem]` holds the system that hosts it.
+    public init(from decoder: any Decoder) throws {
+        let address = try decoder.singleValueContainer().decode(ActorAddress.self)
+        let system = decoder.userInfo[.oscarActorSystem] as? ActorSystem
+        self = system?.resolve(address) ?? ActorRef(address: address, target: nil)
+    }
+}
+
+extension CodingUserInfoKey {
+    /// The `ActorSystem` that refs decoded with this user info resolve against.
+    public static let oscarActorSystem = CodingUserInfoKey(rawValue: "oscar.actorSystem")!
+}
+
+/// Delivered to a watcher when an actor it watches stops.
+public struct Terminated: Message {
+    public let actor: ActorRef
+    public init(actor: ActorRef) { self.actor = actor }
+}

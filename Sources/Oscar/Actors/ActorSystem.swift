@@ -1,0 +1,226 @@
+import Synchronization
+
+/// A node's actors and the loops they run on.
+///
+/// ```swift
+/// let system = ActorSystem(settings: .init(name: "demo")) { actors in
+///     actors.singleton("session") { SessionActor() }
+///     actors.instance("auth", AuthActor(keys: keys))
+///     actors.pool("api", size: 3) { APIActor() }
+/// }
+/// let reply = try await system.actor("session")!.ask(Login(user: "ada"))
+/// system.shutdown()
+/// ```
+public final class ActorSystem: Sendable {
+    public struct Settings: Sendable {
+        /// A label for logs.
+        public var name: String
+        /// How many event loops (threads) run actors. Default: one per core.
+        public var loopCount: Int
+        /// Messages that may wait in one actor's mailbox before further ones
+        /// are refused. Default 262,144.
+        public var mailboxCapacity: Int
+        /// This node's identity; a process that does not listen keeps port 0.
+        public var node: NodeAddress
+
+        public init(
+            name: String = "oscar", loopCount: Int = EventLoopGroup.defaultLoopCount,
+            mailboxCapacity: Int = 262_144, node: NodeAddress = .local()
+        ) {
+            self.name = name
+            self.loopCount = loopCount
+            self.mailboxCapacity = mailboxCapacity
+            self.node = node
+        }
+    }
+
+    public enum SpawnError: Error, Hashable, CustomStringConvertible {
+        case nameTaken(String)
+        case invalidName(String)
+        case shutDown
+
+        public var description: String {
+            switch self {
+            case .nameTaken(let path): "an actor named \(path) already exists"
+            case .invalidName(let name): "'\(name)' is not a valid actor name (use letters, digits, - _ .)"
+            case .shutDown: "the actor system is shut down"
+            }
+        }
+    }
+
+    public let settings: Settings
+    public let services: ServiceLocator
+    public let loops: EventLoopGroup
+    public var node: NodeAddress { settings.node }
+
+    private struct Registry {
+        var refs: [String: ActorRef] = [:]
+        var pools: [String: ActorPool] = [:]
+        var shutDown = false
+    }
+
+    private let registry = Mutex(Registry())
+    private let deadLetterCount = Atomic<Int>(0)
+
+    public init(
+        settings: Settings = Settings(), services: ServiceLocator = ServiceLocator(),
+        _ build: (inout ActorSystemBuilder) -> Void = { _ in }
+    ) {
+        self.settings = settings
+        self.services = services
+        self.loops = EventLoopGroup(loopCount: settings.loopCount)
+        var builder = ActorSystemBuilder()
+        build(&builder)
+        for provider in builder.providers {
+            do {
+                switch provider {
+                case .singleton(let name, let make):
+                    _ = try register(name, loop: loops.next(), make: make)
+                case .instance(let name, let box):
+                    let cell = try register(name, loop: loops.next(), make: { box.value })
+                    cell.loop.execute { cell.startIfNeeded() }
+                case .pool(let name, let size, let make):
+                    _ = try addPool(name, size: size, make: make)
+                }
+            } catch {
+                preconditionFailure("invalid actor declaration: \(error)")
+            }
+        }
+    }
+
+    deinit {
+        if EventLoop.current == nil {
+            shutdown()
+        } else {
+            Log.shared.error("ActorSystem \(settings.name) released on a loop thread without shutdown(); its loops leak")
+        }
+    }
+
+    // MARK: - Looking up and creating actors
+
+    /// The actor (or pool) at `path`: `"echo"` means `/user/echo`.
+    public func actor(_ path: String) -> ActorRef? {
+        let full = Self.fullPath(path)
+        return registry.withLock { $0.refs[full] }
+    }
+
+    /// Creates an actor now and starts it on a loop: round-robin, or the loop
+    /// of `colocatedWith`, so that the two talk without a thread hop.
+    @discardableResult
+    public func spawn<A: Reactor>(
+        _ name: String, colocatedWith neighbour: ActorRef? = nil, _ make: @escaping @Sendable () -> A
+    ) throws(SpawnError) -> ActorRef {
+        let loop = (neighbour?.target as? ActorCell)?.loop ?? loops.next()
+        let cell = try register(name, loop: loop, make: { ReactorBox(make()) })
+        cell.loop.execute { cell.startIfNeeded() }
+        return cell.ref
+    }
+
+    /// Stops an actor, or every actor of a pool, after its current message.
+    public func stop(_ ref: ActorRef) {
+        switch ref.target {
+        case let cell as ActorCell: cell.stop()
+        case let pool as ActorPool:
+            pool.stopAll()
+            _ = registry.withLock { $0.refs.removeValue(forKey: pool.address.path) }
+        default: break
+        }
+    }
+
+    /// Refs decoded from messages resolve through this.
+    func resolve(_ address: ActorAddress) -> ActorRef? {
+        guard address.node.host == node.host, address.node.port == node.port,
+            address.node.uid == 0 || address.node.uid == node.uid
+        else { return nil }
+        return registry.withLock { $0.refs[address.path] }
+    }
+
+    private static func fullPath(_ name: String) -> String {
+        name.hasPrefix("/") ? name : "/user/" + name
+    }
+
+    private static func isValid(_ name: String) -> Bool {
+        !name.isEmpty && name.unicodeScalars.allSatisfy { c in
+            (c.properties.isAlphabetic && c.isASCII) || ("0"..."9").contains(c) || "-_./".unicodeScalars.contains(c)
+        }
+    }
+
+    private func register(
+        _ name: String, loop: EventLoop, make: @escaping @Sendable () -> AnyReactorBox
+    ) throws(SpawnError) -> ActorCell {
+        guard Self.isValid(name) else { throw .invalidName(name) }
+        let path = Self.fullPath(name)
+        let cell = ActorCell(
+            address: ActorAddress(node: node, path: path), loop: loop, capacity: settings.mailboxCapacity,
+            system: self, factory: make)
+        try registry.withLock { r throws(SpawnError) in
+            guard !r.shutDown else { throw .shutDown }
+            guard r.refs[path] == nil else { throw .nameTaken(path) }
+            r.refs[path] = cell.ref
+        }
+        return cell
+    }
+
+    private func addPool(
+        _ name: String, size: Int, make: @escaping @Sendable () -> AnyReactorBox
+    ) throws(SpawnError) -> ActorPool {
+        guard Self.isValid(name) else { throw .invalidName(name) }
+        let path = Self.fullPath(name)
+        let pool = ActorPool(address: ActorAddress(node: node, path: path), size: size) { [unowned self] index in
+            // A routee name is never taken: the pool's own path is registered first.
+            (try? register("\(path)/\(index)", loop: loops.next(), make: make))
+                ?? ActorCell(
+                    address: ActorAddress(node: node, path: "\(path)/\(index)"), loop: loops.next(),
+                    capacity: settings.mailboxCapacity, system: nil, factory: make)
+        }
+        try registry.withLock { r throws(SpawnError) in
+            guard !r.shutDown else { throw .shutDown }
+            guard r.refs[path] == nil else { throw .nameTaken(path) }
+            r.refs[path] = ActorRef(address: pool.address, target: pool)
+            r.pools[path] = pool
+        }
+        return pool
+    }
+
+    func unregister(_ cell: ActorCell) {
+        registry.withLock { r in
+            if let ref = r.refs[cell.address.path], ref.target === cell {
+                r.refs.removeValue(forKey: cell.address.path)
+            }
+        }
+    }
+
+    // MARK: - Dead letters
+
+    /// Messages that could not be delivered: to a stopped actor, a full
+    /// mailbox, or an actor without a reaction for them.
+    public var deadLetters: Int { deadLetterCount.load(ordering: .relaxed) }
+
+    func deadLetter(_ manifest: String, to address: ActorAddress, reason: AskError) {
+        let n = deadLetterCount.wrappingAdd(1, ordering: .relaxed).newValue
+        // The first few, then one in ten thousand: a flood must not flood the log.
+        if n <= 10 || n % 10_000 == 0 {
+            Log.shared.info("dead letter #\(n): \(manifest) to \(address): \(reason)")
+        }
+    }
+
+    // MARK: - Shutdown
+
+    /// Stops every actor (waiting asks fail with `stopped`), then every loop,
+    /// freeing every handle and thread. Idempotent; must not be called from a
+    /// loop thread.
+    public func shutdown() {
+        let (refs, pools) = registry.withLock { r -> ([ActorRef], [ActorPool]) in
+            if r.shutDown { return ([], []) }
+            r.shutDown = true
+            defer {
+                r.refs.removeAll()
+                r.pools.removeAll()
+            }
+            return (Array(r.refs.values), Array(r.pools.values))
+        }
+        for pool in pools { pool.stopAll() }
+        for ref in refs { (ref.target as? ActorCell)?.stop() }
+        loops.shutdown()
+    }
+}

@@ -1,0 +1,29 @@
+/// Declares the actors a system starts with, in Oscar's three provider kinds.
+public struct ActorSystemBuilder {
+    enum Provider {
+        case singleton(name: String, make: @Sendable () -> AnyReactorBox)
+        case instance(name: String, box: UncheckedSendable<AnyReactorBox>)
+        case pool(name: String, size: Int, make: @Sendable () -> AnyReactorBox)
+    }
+
+    var providers: [Provider] = []
+
+    init() {}
+
+    /// An actor created on first use: its factory runs, on its loop, when
+    /// its first message arrives.
+    public mutating func singleton<A: Reactor>(_ name: String, _ make: @escaping @Sendable () -> A) {
+        providers.append(.singleton(name: name, make: { ReactorBox(make()) }))
+    }
+
+    /// An actor the caller has already built. It is handed over to the system,
+    /// which touches it only on its loop from then on.
+    public mutating func instance<A: Reactor>(_ name: String, _ actor: sending A) {
+        providers.append(.instance(name: name, box: UncheckedSendable(ReactorBox(actor))))
+    }
+
+    /// A pool of up to `size` actors behind one ref, created as load needs them.
+    public mutating func pool<A: Reactor>(_ name: String, size: Int, _ make: @escaping @Sendable () -> A) {
+        providers.append(.pool(name: name, size: size, make: { ReactorBox(make()) }))
+    }
+}

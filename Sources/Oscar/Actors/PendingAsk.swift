@@ -1,0 +1,55 @@
+import Synchronization
+
+/// One local ask waiting for its outcome: the reply, an error, or its timeout.
+///
+/// Invariant: it completes exactly once (an atomic flag decides races), and
+/// once armed it is touched only on the loop it was armed on, where the reply
+/// is produced and the timeout fires. Its timeout is an entry in that loop's
+/// timer heap, not a task or a libuv handle of its own.
+final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @unchecked Sendable {
+    typealias Continuation = CheckedContinuation<Result<R, AskError>, Never>
+
+    var timerDeadline: UInt64 = 0
+    var timerSlot = -1
+    private let deadline: UInt64
+    private let timeout: Duration
+    private let recipient: ActorAddress
+    private var continuation: Continuation?
+    private var armedLoop: EventLoop?
+    private let completed = Atomic<Bool>(false)
+
+    init(_ continuation: Continuation, timeout: Duration, recipient: ActorAddress) {
+        self.continuation = continuation
+        self.timeout = timeout
+        self.recipient = recipient
+        self.deadline = EventLoop.deadline(after: timeout)
+    }
+
+    func arm(on loop: EventLoop) {
+        guard armedLoop == nil, !completed.load(ordering: .acquiring) else { return }
+        armedLoop = loop
+        loop.arm(self, deadline: deadline)
+    }
+
+    func succeed<V: Codable & Sendable>(_ value: V) {
+        if let reply = value as? R {
+            complete(.success(reply))
+        } else {
+            complete(.failure(.handlerFailed("reply of type \(V.self) where \(R.self) was expected")))
+        }
+    }
+
+    func fail(_ error: AskError) { complete(.failure(error)) }
+
+    func timerFired() { complete(.failure(.timeout(recipient, timeout))) }
+
+    func timerCancelled() { complete(.failure(.stopped(recipient))) }
+
+    private func complete(_ outcome: Result<R, AskError>) {
+        guard !completed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if let loop = armedLoop, timerSlot >= 0 { loop.disarm(self) }
+        let c = continuation
+        continuation = nil
+        c?.resume(returning: outcome)
+    }
+}

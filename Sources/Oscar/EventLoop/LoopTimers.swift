@@ -1,0 +1,111 @@
+/// Something that can sit in a loop's timer heap.
+///
+/// Objects that already exist per operation (a pending ask, say) conform
+/// directly, so arming a timeout allocates nothing more.
+protocol TimerEntry: AnyObject {
+    /// Monotonic deadline in nanoseconds (`uv_hrtime` clock).
+    var timerDeadline: UInt64 { get set }
+    /// Position in the heap, or -1 when not scheduled. Owned by `TimerHeap`.
+    var timerSlot: Int { get set }
+    /// Called on the loop thread once the deadline has passed.
+    func timerFired()
+    /// Called on the loop thread when the loop shuts down before the deadline.
+    func timerCancelled()
+}
+
+/// A cancellable one-shot timer with a closure body.
+public final class LoopTimer: TimerEntry {
+    var timerDeadline: UInt64 = 0
+    var timerSlot = -1
+    private var body: (() -> Void)?
+
+    init(_ body: @escaping () -> Void) { self.body = body }
+
+    func timerFired() {
+        let b = body
+        body = nil
+        b?()
+    }
+
+    func timerCancelled() { body = nil }
+
+    /// True while the timer is scheduled and has not fired.
+    public var isPending: Bool { timerSlot >= 0 }
+}
+
+/// A binary min-heap of timer entries by deadline, with O(log n) removal.
+///
+/// Why a heap and not one `uv_timer_t` per timeout: a loop can have hundreds of
+/// thousands of asks in flight; one libuv timer armed at the earliest deadline
+/// serves them all, and a reply removes its entry at once rather than leaving it
+/// to expire.
+struct TimerHeap {
+    private var entries: [any TimerEntry] = []
+
+    var count: Int { entries.count }
+    var earliest: (any TimerEntry)? { entries.first }
+
+    mutating func insert(_ entry: any TimerEntry) {
+        precondition(entry.timerSlot < 0, "timer is already scheduled")
+        entry.timerSlot = entries.count
+        entries.append(entry)
+        siftUp(entries.count - 1)
+    }
+
+    /// Removes the entry if it is scheduled; a no-op otherwise.
+    mutating func remove(_ entry: any TimerEntry) {
+        let slot = entry.timerSlot
+        guard slot >= 0, slot < entries.count, entries[slot] === entry else { return }
+        entry.timerSlot = -1
+        let last = entries.removeLast()
+        guard slot < entries.count else { return }
+        entries[slot] = last
+        last.timerSlot = slot
+        siftDown(slot)
+        siftUp(slot)
+    }
+
+    /// Removes and returns the earliest entry if its deadline is at or before `now`.
+    mutating func popExpired(now: UInt64) -> (any TimerEntry)? {
+        guard let first = entries.first, first.timerDeadline <= now else { return nil }
+        remove(first)
+        return first
+    }
+
+    mutating func removeAll() -> [any TimerEntry] {
+        let all = entries
+        for e in all { e.timerSlot = -1 }
+        entries.removeAll()
+        return all
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard entries[child].timerDeadline < entries[parent].timerDeadline else { return }
+            swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            guard left < entries.count else { return }
+            var smallest = left
+            let right = left + 1
+            if right < entries.count, entries[right].timerDeadline < entries[left].timerDeadline { smallest = right }
+            guard entries[smallest].timerDeadline < entries[parent].timerDeadline else { return }
+            swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+
+    private mutating func swapAt(_ a: Int, _ b: Int) {
+        entries.swapAt(a, b)
+        entries[a].timerSlot = a
+        entries[b].timerSlot = b
+    }
+}

@@ -1,0 +1,115 @@
+import Oscar
+import Synchronization
+import Testing
+
+@Suite struct EventLoopTests {
+    @Test func executeRunsOnTheLoopThreadInSubmissionOrderPerProducer() async {
+        let group = EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let loop = group.loops[1]
+        let seen = Record<(producer: Int, seq: Int, onLoop: Bool)>()
+        await withTaskGroup(of: Void.self) { tasks in
+            for producer in 0..<4 {
+                tasks.addTask {
+                    for seq in 0..<2_000 {
+                        loop.execute { seen.append((producer, seq, loop.inEventLoop)) }
+                    }
+                }
+            }
+        }
+        #expect(await eventually { seen.all.count == 8_000 })
+        let all = seen.all
+        #expect(all.allSatisfy { $0.onLoop })
+        for producer in 0..<4 {
+            let seqs = all.filter { $0.producer == producer }.map(\.seq)
+            #expect(seqs == Array(0..<2_000))
+        }
+    }
+
+    @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() async {
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let loop = group.loops[0]
+        let fired = Record<Int>()
+        loop.execute {
+            loop.scheduleTimer(after: .milliseconds(30)) { fired.append(3) }
+            loop.scheduleTimer(after: .milliseconds(10)) { fired.append(1) }
+            let cancelled = loop.scheduleTimer(after: .milliseconds(15)) { fired.append(99) }
+            loop.scheduleTimer(after: .milliseconds(20)) { fired.append(2) }
+            loop.cancelTimer(cancelled)
+        }
+        #expect(await eventually { fired.all.count == 3 })
+        #expect(fired.all == [1, 2, 3])
+    }
+
+    @Test func aTimerDoesNotFireBeforeItsDelay() async {
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let loop = group.loops[0]
+        let clock = ContinuousClock()
+        let start = clock.now
+        let elapsed = Mutex<Duration?>(nil)
+        loop.execute { loop.scheduleTimer(after: .milliseconds(50)) { elapsed.withLock { $0 = clock.now - start } } }
+        #expect(await eventually { elapsed.withLock { $0 } != nil })
+        #expect(elapsed.withLock { $0 }! >= .milliseconds(50))
+    }
+
+    @Test func shutdownClosesEveryHandleAndFreesTheLoops() {
+        weak var weakLoop: EventLoop?
+        do {
+            let group = EventLoopGroup(loopCount: 3)
+            weakLoop = group.loops[2]
+            for loop in group.loops {
+                loop.execute { loop.scheduleTimer(after: .seconds(60)) {} }
+            }
+            group.shutdown()
+            group.shutdown()  // idempotent
+            for loop in group.loops {
+                #expect(loop.shutdownReport.openHandles == 0)
+                #expect(loop.shutdownReport.loopCloseResult == 0)
+            }
+        }
+        #expect(weakLoop == nil)
+    }
+
+    @Test func workSubmittedAfterShutdownIsRefused() {
+        let group = EventLoopGroup(loopCount: 1)
+        group.shutdown()
+        #expect(group.loops[0].execute {} == false)
+    }
+
+    @Test func aSwiftActorOnTheLoopExecutorRunsOnTheLoopThread() async {
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let loop = group.loops[0]
+        let counter = LoopBoundCounter(loop: loop)
+        #expect(await counter.incrementReportingLoop() == true)
+        // From a libuv callback on that loop, the actor's state is reachable synchronously.
+        let value = Mutex<Int>(-1)
+        loop.execute { value.withLock { $0 = counter.assumeIsolated { $0.value } } }
+        #expect(await eventually { value.withLock { $0 } == 1 })
+    }
+
+    @Test func aTaskPreferringTheLoopRunsOnIt() async {
+        let group = EventLoopGroup(loopCount: 2)
+        defer { group.shutdown() }
+        let loop = group.loops[1]
+        let onLoop = await Task(executorPreference: loop.taskExecutor) {
+            await Task.yield()
+            return EventLoop.current === loop
+        }.value
+        #expect(onLoop)
+    }
+}
+
+actor LoopBoundCounter {
+    let loop: EventLoop
+    var value = 0
+    init(loop: EventLoop) { self.loop = loop }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.executor.asUnownedSerialExecutor() }
+
+    func incrementReportingLoop() -> Bool {
+        value += 1
+        return loop.inEventLoop
+    }
+}
