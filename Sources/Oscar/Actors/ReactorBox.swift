@@ -13,7 +13,7 @@ class AnyReactorBox {
 }
 
 final class ReactorBox<A: Reactor>: AnyReactorBox {
-    private let instance: A
+    fileprivate let instance: A
     private let table: Reactions<A>
 
     init(_ instance: A) {
@@ -52,11 +52,10 @@ final class ReactorBox<A: Reactor>: AnyReactorBox {
             // Safe to send: the instance and the closure are used only by this
             // task, which runs on the actor's loop, and the cell takes no other
             // message until `futureFinished` (the actor is suspended).
-            let job = UncheckedSendable((instance, body))
+            let job = UncheckedSendable(FutureJob(box: self, body: body))
             Task(executorPreference: cell.loop.taskExecutor) {
-                let (instance, body) = job.value
                 do {
-                    let value = try await body(instance, message)
+                    let value = try await job.value.run(message)
                     reply?.succeed(value)
                 } catch {
                     cell.reactionFailed(error, message: M.self, reply: reply)
@@ -65,5 +64,21 @@ final class ReactorBox<A: Reactor>: AnyReactorBox {
             }
             return .suspended
         }
+    }
+}
+
+/// A running future reaction: holds the box (and so the instance) until the
+/// reaction's task ends.
+///
+/// A named struct, not a tuple: with Swift 6.3.1, capturing `(instance, body)`
+/// in an `UncheckedSendable` and destructuring it inside the task released the
+/// instance once too often (a use-after-free that AddressSanitizer caught in
+/// `FutureLifetimeTests`).
+private struct FutureJob<A: Reactor, M: Message> {
+    let box: ReactorBox<A>
+    let body: (A, M) async throws -> M.Reply
+
+    func run(_ message: M) async throws -> M.Reply {
+        try await body(box.instance, message)
     }
 }

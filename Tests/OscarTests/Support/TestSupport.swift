@@ -30,6 +30,9 @@ final class Gate: Sendable {
         }
     }
 
+    /// True once something waits on the gate.
+    var waiting: Bool { state.withLock { !$0.waiters.isEmpty } }
+
     func open() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.open = true

@@ -1,0 +1,91 @@
+import Oscar
+import Testing
+
+@Suite struct ReactionTests {
+    let system = ActorSystem(settings: .init(loopCount: 2))
+
+    @Test func voidReactionRunsAndAnAskOfItReturnsDone() async throws {
+        let counter = try system.spawn("counter") { CounterActor() }
+        counter.tell(Increment(by: 2))
+        let done = try await counter.ask(Increment(by: 3))
+        #expect(done == Done())
+        #expect(try await counter.ask(GetCount()) == 5)
+        system.shutdown()
+    }
+
+    @Test func resultReactionRepliesAtOnce() async throws {
+        let counter = try system.spawn("counter") { CounterActor() }
+        #expect(try await counter.ask(GetCount()) == 0)
+        system.shutdown()
+    }
+
+    @Test func futureReactionRepliesAsynchronously() async throws {
+        let counter = try system.spawn("counter") { CounterActor() }
+        #expect(try await counter.ask(Echo(text: "hi")) == "echo: hi")
+        system.shutdown()
+    }
+
+    @Test func aThrownReactionFailsThatAskAndTheActorKeepsServing() async throws {
+        let counter = try system.spawn("counter") { CounterActor() }
+        await #expect(throws: AskError.handlerFailed("planned failure")) {
+            try await counter.ask(Fail())
+        }
+        counter.tell(Increment(by: 1))
+        #expect(try await counter.ask(GetCount()) == 1)
+        system.shutdown()
+    }
+
+    @Test func anAskWithoutReplyTimesOutAfterItsTimeout() async throws {
+        let gate = Gate()
+        let holder = try system.spawn("holder") { Holder(gate: gate) }
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: AskError.timeout(holder.address, .milliseconds(100))) {
+            try await holder.ask(Hold(), timeout: .milliseconds(100))
+        }
+        let elapsed = clock.now - start
+        #expect(elapsed >= .milliseconds(100))
+        #expect(elapsed < .seconds(3))
+        gate.open()
+        system.shutdown()
+    }
+
+    @Test func aMessageWithoutAReactionIsRejectedAsUnhandled() async throws {
+        let counter = try system.spawn("counter") { CounterActor() }
+        await #expect(throws: AskError.unhandled(manifest: "WhoAreYou", counter.address)) {
+            try await counter.ask(WhoAreYou())
+        }
+        system.shutdown()
+    }
+
+    @Test func aFutureReactionHoldsTheActorUntilItFinishes() async throws {
+        // Hold and GetCount come from one sender, so GetCount is queued behind
+        // Hold. Hold counts itself only after its gate opens: GetCount answering
+        // 0 would mean it ran while Hold was suspended.
+        let gate = Gate()
+        let holder = try system.spawn("holder") { Holder(gate: gate) }
+        holder.tell(Hold())
+        let opener = Task {
+            _ = await eventually { gate.waiting }
+            gate.open()
+        }
+        #expect(try await holder.ask(GetCount()) == 1)
+        await opener.value
+        system.shutdown()
+    }
+}
+
+/// Its `Hold` reaction waits until the test opens the gate.
+final class Holder: Reactor {
+    let gate: Gate
+    var holds = 0
+    init(gate: Gate) { self.gate = gate }
+    static func reactions(_ r: inout Reactions<Holder>) {
+        r.on(Hold.self, future: { me, _ in
+            await me.gate.wait()
+            me.holds += 1
+            return Done()
+        })
+        r.on(GetCount.self, result: { me, _ in me.holds })
+    }
+}

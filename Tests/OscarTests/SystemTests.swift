@@ -1,0 +1,202 @@
+import Oscar
+import Synchronization
+import Testing
+
+struct WhichRoutee: Message { typealias Reply = Int }
+struct Work: Message { typealias Reply = Int }
+
+/// A pool member that reports its creation number, and can be held busy.
+final class Worker: Reactor {
+    let number: Int
+    let gate: Gate
+    init(number: Int, gate: Gate) {
+        self.number = number
+        self.gate = gate
+    }
+    static func reactions(_ r: inout Reactions<Worker>) {
+        r.on(Work.self, future: { me, _ in
+            await me.gate.wait()
+            return me.number
+        })
+        r.on(WhichRoutee.self, result: { me, _ in me.number })
+    }
+}
+
+protocol Greeting: Sendable { func greet(_ name: String) -> String }
+struct EnglishGreeting: Greeting { func greet(_ name: String) -> String { "Hello, \(name)" } }
+final class Clock: Sendable { let now = 42 }
+
+struct Greet: Message {
+    typealias Reply = String
+    var name: String
+}
+
+/// Finds its services in `started`, as Oscar's actors did in `setup`.
+final class Greeter: Reactor {
+    var greeting: (any Greeting)?
+    static func reactions(_ r: inout Reactions<Greeter>) {
+        r.on(Greet.self, result: { me, m in me.greeting?.greet(m.name) ?? "no greeting service" })
+    }
+    func started(_ context: ActorContext) {
+        greeting = context.services.service((any Greeting).self)
+    }
+}
+
+struct Watch: Message { var target: ActorRef }
+struct TerminatedSoFar: Message { typealias Reply = [ActorRef] }
+
+final class Watcher: Reactor {
+    var context: ActorContext?
+    var terminated: [ActorRef] = []
+    static func reactions(_ r: inout Reactions<Watcher>) {
+        r.on(Watch.self, do: { me, m in me.context?.watch(m.target) })
+        r.on(Terminated.self, do: { me, m in me.terminated.append(m.actor) })
+        r.on(TerminatedSoFar.self, result: { me, _ in me.terminated })
+    }
+    func started(_ context: ActorContext) { self.context = context }
+}
+
+/// Counts live instances, so tests can see that stopping frees them.
+final class Tracked: Reactor {
+    let live: Tally
+    let freed: Tally
+    init(live: Tally, freed: Tally) {
+        self.live = live
+        self.freed = freed
+        live.increment()
+    }
+    deinit { freed.increment() }
+    static func reactions(_ r: inout Reactions<Tracked>) {
+        r.on(GetCount.self, result: { me, _ in me.live.count })
+    }
+}
+
+@Suite struct SystemTests {
+    @Test func poolTakesAFreeActorGrowsOnlyWhenAllAreBusyAndNeverPastItsSize() async throws {
+        let created = Tally()
+        let gate = Gate()
+        let system = ActorSystem(settings: .init(loopCount: 2)) { actors in
+            actors.pool("workers", size: 3) {
+                created.increment()
+                return Worker(number: created.count, gate: gate)
+            }
+        }
+        defer { system.shutdown() }
+        let pool = try #require(system.actor("workers"))
+
+        // Idle pool: asks one after another reuse the first (free) actor.
+        gate.open()
+        for _ in 0..<5 { #expect(try await pool.ask(WhichRoutee()) == 1) }
+        #expect(created.count == 1)
+
+        // Busy actors are skipped: hold each routee with a Work that waits.
+        let holdGate = Gate()
+        let busy = ActorSystem(settings: .init(loopCount: 2)) { actors in
+            actors.pool("workers", size: 3) {
+                created.increment()
+                return Worker(number: created.count, gate: holdGate)
+            }
+        }
+        defer { busy.shutdown() }
+        let busyPool = try #require(busy.actor("workers"))
+        async let a = busyPool.ask(Work())
+        #expect(await eventually { created.count == 2 })
+        async let b = busyPool.ask(Work())
+        #expect(await eventually { created.count == 3 })
+        async let c = busyPool.ask(Work())
+        #expect(await eventually { created.count == 4 })
+        // All three are busy and the pool is full: no fourth actor is created.
+        async let d = busyPool.ask(Work())
+        holdGate.open()
+        let numbers = try await [a, b, c, d]
+        #expect(Set(numbers.prefix(3)) == [2, 3, 4])
+        #expect([2, 3, 4].contains(numbers[3]))
+        #expect(created.count == 4)
+    }
+
+    @Test func aSingletonIsCreatedOnFirstUseAndOnlyOnce() async throws {
+        let created = Tally()
+        let system = ActorSystem(settings: .init(loopCount: 2)) { actors in
+            actors.singleton("counter") {
+                created.increment()
+                return CounterActor()
+            }
+        }
+        defer { system.shutdown() }
+        let counter = try #require(system.actor("counter"))
+        #expect(created.count == 0)
+        for _ in 0..<10 { counter.tell(Increment(by: 1)) }
+        #expect(try await counter.ask(GetCount()) == 10)
+        #expect(created.count == 1)
+    }
+
+    @Test func anInstanceBuiltByTheCallerServes() async throws {
+        let system = ActorSystem(settings: .init(loopCount: 1)) { actors in
+            let counter = CounterActor()
+            counter.count = 41
+            actors.instance("counter", counter)  // handed over: no longer ours to touch
+        }
+        defer { system.shutdown() }
+        let ref = try #require(system.actor("/user/counter"))
+        ref.tell(Increment(by: 1))
+        #expect(try await ref.ask(GetCount()) == 42)
+    }
+
+    @Test func servicesAreFoundByTypeAndByProtocol() async throws {
+        let services = ServiceLocator()
+        services.register(EnglishGreeting(), as: (any Greeting).self)
+        services.register(Clock())
+        #expect(services.service(Clock.self)?.now == 42)
+        #expect(services.service((any Greeting).self)?.greet("Ada") == "Hello, Ada")
+        #expect(services.service(EnglishGreeting.self) == nil)
+
+        let system = ActorSystem(settings: .init(loopCount: 1), services: services) { actors in
+            actors.singleton("greeter") { Greeter() }
+        }
+        defer { system.shutdown() }
+        #expect(try await system.actor("greeter")!.ask(Greet(name: "Ada")) == "Hello, Ada")
+    }
+
+    @Test func aWatcherReceivesTerminatedWhenTheWatchedActorStops() async throws {
+        let system = ActorSystem(settings: .init(loopCount: 2))
+        defer { system.shutdown() }
+        let watcher = try system.spawn("watcher") { Watcher() }
+        let target = try system.spawn("target") { CounterActor() }
+        _ = try await watcher.ask(Watch(target: target))
+        system.stop(target)
+        #expect(await eventually { (try? await watcher.ask(TerminatedSoFar())) == [target] })
+        // Watching an actor that has already stopped reports it at once.
+        _ = try await watcher.ask(Watch(target: target))
+        #expect(await eventually { (try? await watcher.ask(TerminatedSoFar()))?.count == 2 })
+    }
+
+    @Test func spawnRefusesTakenAndInvalidNames() throws {
+        let system = ActorSystem(settings: .init(loopCount: 1))
+        defer { system.shutdown() }
+        try system.spawn("a") { CounterActor() }
+        #expect(throws: ActorSystem.SpawnError.nameTaken("/user/a")) { try system.spawn("a") { CounterActor() } }
+        #expect(throws: ActorSystem.SpawnError.invalidName("a b")) { try system.spawn("a b") { CounterActor() } }
+    }
+
+    @Test func shutdownStopsActorsFreesThemAndClosesEveryHandle() async throws {
+        let live = Tally()
+        let freed = Tally()
+        weak var weakSystem: ActorSystem?
+        do {
+            let system = ActorSystem(settings: .init(loopCount: 2)) { actors in
+                actors.pool("tracked", size: 4) { Tracked(live: live, freed: freed) }
+            }
+            weakSystem = system
+            for i in 0..<8 { try system.spawn("t\(i)") { Tracked(live: live, freed: freed) } }
+            #expect(try await system.actor("t0")!.ask(GetCount()) >= 1)
+            #expect(await eventually { live.count == 8 })
+            system.shutdown()
+            #expect(freed.count == live.count)
+            for loop in system.loops.loops {
+                #expect(loop.shutdownReport.openHandles == 0)
+                #expect(loop.shutdownReport.loopCloseResult == 0)
+            }
+        }
+        #expect(weakSystem == nil)
+    }
+}
