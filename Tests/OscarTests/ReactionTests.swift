@@ -89,3 +89,31 @@ final class Holder: Reactor {
         r.on(GetCount.self, result: { me, _ in me.holds })
     }
 }
+
+@Suite struct TellTests {
+    @Test func aToldMessageRunsResultAndFutureReactionsToo() async throws {
+        let system = ActorSystem(settings: .init(loopCount: 1))
+        defer { system.shutdown() }
+        let record = Record<String>()
+        let probe = try system.spawn("probe") { Probe(record: record) }
+        probe.tell(GetCount())
+        probe.tell(Echo(text: "told"))
+        #expect(await eventually { record.all.count == 2 })
+        #expect(record.all == ["result", "future told"])
+    }
+}
+
+final class Probe: Reactor {
+    let record: Record<String>
+    init(record: Record<String>) { self.record = record }
+    static func reactions(_ r: inout Reactions<Probe>) {
+        r.on(GetCount.self, result: { me, _ in
+            me.record.append("result")
+            return 0
+        })
+        r.on(Echo.self, future: { me, m in
+            me.record.append("future \(m.text)")
+            return m.text
+        })
+    }
+}

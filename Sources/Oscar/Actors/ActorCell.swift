@@ -78,11 +78,10 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     private func deliverOnLoop<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         // Direct hand-off: the actor is idle and nothing waits before this
         // message, so handling it now is exactly what the mailbox would do next.
-        if status == .idle, local.isEmpty, loop.handOffDepth < Self.maxHandOffDepth {
+        if status == .idle, local.isEmpty, loop.enterHandOff(limit: Self.maxHandOffDepth) {
             reply?.arm(on: loop)
-            loop.handOffDepth += 1
             handle(message, reply: reply)
-            loop.handOffDepth -= 1
+            loop.exitHandOff()
             return
         }
         if status == .stopped {
@@ -185,9 +184,15 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         status = .running
         active.store(true, ordering: .relaxed)
         let box = self.box ?? start()
-        switch box.receive(message, reply: reply, cell: self) {
+        let outcome = withUnsafePointer(to: message) { pointer in
+            box.receive(pointer, type: ObjectIdentifier(M.self), reply: reply, cell: self)
+        }
+        switch outcome {
         case .finished: reactionEnded()
         case .suspended: status = .suspended
+        case nil:
+            refuse(message, reply: reply, .unhandled(manifest: M.manifest, address))
+            reactionEnded()
         }
     }
 
@@ -227,15 +232,11 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
 
     // MARK: - Failures
 
-    func unhandled<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        refuse(message, reply: reply, .unhandled(manifest: M.manifest, address))
-    }
-
-    func reactionFailed<M: Message>(_ error: any Error, message: M.Type, reply: (any ReplyTarget)?) {
+    func reactionFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         if let reply {
             reply.fail(.handlerFailed(String(describing: error)))
         } else {
-            Log.shared.warning("\(address): reaction to \(M.manifest) threw \(error)")
+            Log.shared.warning("\(address): reaction to \(manifest) threw \(error)")
         }
     }
 

@@ -1,19 +1,51 @@
 /// The table of an actor type's reactions, one per message type, in the three
 /// kinds of Oscar's model.
+///
+/// Each reaction is stored as a handler that takes the message by pointer,
+/// built once when the table is made, where the message type is known. That
+/// keeps the per-message path free of Swift runtime type lookups (generic
+/// metadata, casts), which profiling showed cost more than the send itself.
 public struct Reactions<A: Reactor> {
-    var entries: [(type: ObjectIdentifier, reaction: AnyReaction<A>)] = []
+    /// Not generic on purpose: an array of a generic function type makes the
+    /// runtime look up that type's metadata on every access.
+    typealias Handler = (AnyObject, UnsafeRawPointer, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+
+    private var types: [ObjectIdentifier] = []
+    private var handlers: [Handler] = []
 
     init() {}
 
     /// A *void* reaction: do the work, reply nothing (an ask gets `Done()`).
     public mutating func on<M: Message>(_: M.Type, do body: @escaping (A, M) throws -> Void)
     where M.Reply == Done {
-        add(M.self, .void(body))
+        add(M.self) { object, pointer, reply, cell in
+            let actor = unsafeDowncast(object, to: A.self)
+            let message = pointer.assumingMemoryBound(to: M.self).pointee
+            do {
+                try body(actor, message)
+                reply?.succeed(Done())
+            } catch {
+                cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+            }
+            return .finished
+        }
     }
 
     /// A *result* reaction: return the reply at once.
     public mutating func on<M: Message>(_: M.Type, result body: @escaping (A, M) throws -> M.Reply) {
-        add(M.self, .result(body))
+        add(M.self) { object, pointer, reply, cell in
+            let actor = unsafeDowncast(object, to: A.self)
+            let message = pointer.assumingMemoryBound(to: M.self).pointee
+            do {
+                // Not `reply?.succeed(try body(...))`: optional chaining would
+                // skip the reaction itself when nobody asked for a reply.
+                let value = try body(actor, message)
+                reply?.succeed(value)
+            } catch {
+                cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+            }
+            return .finished
+        }
     }
 
     /// A *future* reaction: an `async` reply, for work that waits on I/O or on
@@ -21,42 +53,58 @@ public struct Reactions<A: Reactor> {
     /// message only when it has finished, so its state is never shared between
     /// two reactions.
     public mutating func on<M: Message>(_: M.Type, future body: @escaping (A, M) async throws -> M.Reply) {
-        add(M.self, .future(body))
-    }
-
-    private mutating func add<M: Message>(_: M.Type, _ kind: Reaction<A, M>.Kind) {
-        let key = ObjectIdentifier(M.self)
-        let reaction = Reaction<A, M>(kind)
-        if let i = entries.firstIndex(where: { $0.type == key }) {
-            entries[i].reaction = reaction
-        } else {
-            entries.append((key, reaction))
+        add(M.self) { object, pointer, reply, cell in
+            let actor = unsafeDowncast(object, to: A.self)
+            let message = pointer.assumingMemoryBound(to: M.self).pointee
+            // Safe to send: the instance and the closure are used only by this
+            // task, which runs on the actor's loop, and the cell takes no other
+            // message until `futureFinished` (the actor is suspended).
+            let job = UncheckedSendable(FutureJob(actor: actor, body: body))
+            Task(executorPreference: cell.loop.taskExecutor) {
+                do {
+                    let value = try await job.value.run(message)
+                    reply?.succeed(value)
+                } catch {
+                    cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+                }
+                cell.futureFinished()
+            }
+            return .suspended
         }
     }
 
-    /// The reaction for `M`, if declared. A linear scan: actors declare a
+    private mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
+        let key = ObjectIdentifier(M.self)
+        if let i = types.firstIndex(of: key) {
+            handlers[i] = handler
+        } else {
+            types.append(key)
+            handlers.append(handler)
+        }
+    }
+
+    /// The handler for `M`, if declared. A linear scan: actors declare a
     /// handful of types, and comparing pointers beats hashing at that size.
     @inline(__always)
-    func reaction<M: Message>(for _: M.Type) -> Reaction<A, M>? {
-        let key = ObjectIdentifier(M.self)
-        for entry in entries where entry.type == key {
-            // Safe: entries are keyed by the message type they were built for.
-            return unsafeDowncast(entry.reaction, to: Reaction<A, M>.self)
-        }
+    func handler(for type: ObjectIdentifier) -> Handler? {
+        for i in types.indices where types[i] == type { return handlers[i] }
         return nil
     }
 }
 
-class AnyReaction<A: Reactor> {}
+enum ReactionOutcome { case finished, suspended }
 
-final class Reaction<A: Reactor, M: Message>: AnyReaction<A> {
-    enum Kind {
-        case void((A, M) throws -> Void)
-        case result((A, M) throws -> M.Reply)
-        case future((A, M) async throws -> M.Reply)
+/// A running future reaction: holds the instance until the reaction's task ends.
+///
+/// A named struct, not a tuple: with Swift 6.3.1, capturing `(instance, body)`
+/// in an `UncheckedSendable` and destructuring it inside the task released the
+/// instance once too often (a use-after-free that AddressSanitizer caught in
+/// `FutureLifetimeTests`).
+private struct FutureJob<A: Reactor, M: Message> {
+    let actor: A
+    let body: (A, M) async throws -> M.Reply
+
+    func run(_ message: M) async throws -> M.Reply {
+        try await body(actor, message)
     }
-
-    let kind: Kind
-
-    init(_ kind: Kind) { self.kind = kind }
 }

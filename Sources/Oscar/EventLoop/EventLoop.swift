@@ -38,7 +38,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var shuttingDown = false
     /// How deeply actor reactions are nested through direct hand-off on this
     /// loop; bounded so a long chain of idle actors cannot exhaust the stack.
-    var handOffDepth = 0
+    /// Private to this file so its accesses are checked at compile time, not
+    /// per message at run time.
+    private var handOffDepth = 0
 
     // MARK: - Cross-thread state
     private let inbox = LoopInbox()
@@ -188,6 +190,17 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         idleActive = true
         uv_idle_start(idleHandle, onIdle)
     }
+
+    /// Enters one level of direct hand-off, or returns false at `limit`.
+    @inline(__always)
+    func enterHandOff(limit: Int) -> Bool {
+        guard handOffDepth < limit else { return false }
+        handOffDepth += 1
+        return true
+    }
+
+    @inline(__always)
+    func exitHandOff() { handOffDepth -= 1 }
 
     // MARK: - Timers
 

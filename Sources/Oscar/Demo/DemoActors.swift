@@ -1,0 +1,76 @@
+/// The actors every `oscar` node hosts, so a cluster can be tried from the
+/// terminal: `echo`, `counter` and `kv`.
+public enum Demo {
+    /// Replies with its text.
+    public struct Echo: Message {
+        public typealias Reply = EchoReply
+        public var text: String
+        public init(text: String) { self.text = text }
+    }
+
+    public struct EchoReply: Codable, Sendable, Equatable {
+        public var text: String
+        /// The node that answered.
+        public var node: String
+    }
+
+    /// Adds `by` to the counter.
+    public struct Increment: Message {
+        public var by: Int
+        public init(by: Int = 1) { self.by = by }
+    }
+
+    /// The counter's value.
+    public struct GetCount: Message {
+        public typealias Reply = Int
+        public init() {}
+    }
+
+    /// Stores a value under a key.
+    public struct Put: Message {
+        public var key: String
+        public var value: String
+        public init(key: String, value: String) {
+            self.key = key
+            self.value = value
+        }
+    }
+
+    /// The value under a key, or nil.
+    public struct Get: Message {
+        public typealias Reply = String?
+        public var key: String
+        public init(key: String) { self.key = key }
+    }
+
+    final class EchoActor: Reactor {
+        var node = ""
+        static func reactions(_ r: inout Reactions<EchoActor>) {
+            r.on(Echo.self, result: { me, m in EchoReply(text: m.text, node: me.node) })
+        }
+        func started(_ context: ActorContext) { node = context.system.node.description }
+    }
+
+    final class CounterActor: Reactor {
+        var count = 0
+        static func reactions(_ r: inout Reactions<CounterActor>) {
+            r.on(Increment.self, do: { me, m in me.count += m.by })
+            r.on(GetCount.self, result: { me, _ in me.count })
+        }
+    }
+
+    final class KVActor: Reactor {
+        var store: [String: String] = [:]
+        static func reactions(_ r: inout Reactions<KVActor>) {
+            r.on(Put.self, do: { me, m in me.store[m.key] = m.value })
+            r.on(Get.self, result: { me, m in me.store[m.key] })
+        }
+    }
+
+    /// Declares the demo actors in a system being built.
+    public static func declare(in actors: inout ActorSystemBuilder) {
+        actors.singleton("echo") { EchoActor() }
+        actors.singleton("counter") { CounterActor() }
+        actors.singleton("kv") { KVActor() }
+    }
+}
