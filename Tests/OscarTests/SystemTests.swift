@@ -26,16 +26,16 @@ protocol Greeting: Sendable { func greet(_ name: String) -> String }
 struct EnglishGreeting: Greeting { func greet(_ name: String) -> String { "Hello, \(name)" } }
 final class Clock: Sendable { let now = 42 }
 
-struct Greet: Message {
+struct ServiceGreet: Message {
     typealias Reply = String
     var name: String
 }
 
 /// Finds its services in `started`, as Oscar's actors did in `setup`.
-final class Greeter: Reactor {
+final class ServiceGreeter: Reactor {
     var greeting: (any Greeting)?
-    static func reactions(_ r: inout Reactions<Greeter>) {
-        r.on(Greet.self, result: { me, m in me.greeting?.greet(m.name) ?? "no greeting service" })
+    static func reactions(_ r: inout Reactions<ServiceGreeter>) {
+        r.on(ServiceGreet.self, result: { me, m in me.greeting?.greet(m.name) ?? "no greeting service" })
     }
     func started(_ context: ActorContext) {
         greeting = context.services.service((any Greeting).self)
@@ -151,10 +151,10 @@ final class Tracked: Reactor {
         #expect(services.service(EnglishGreeting.self) == nil)
 
         let system = ActorSystem(settings: .init(loopCount: 1), services: services) { actors in
-            actors.singleton("greeter") { Greeter() }
+            actors.singleton("greeter") { ServiceGreeter() }
         }
         defer { system.shutdown() }
-        #expect(try await system.actor("greeter")!.ask(Greet(name: "Ada")) == "Hello, Ada")
+        #expect(try await system.actor("greeter")!.ask(ServiceGreet(name: "Ada")) == "Hello, Ada")
     }
 
     @Test func aWatcherReceivesTerminatedWhenTheWatchedActorStops() async throws {

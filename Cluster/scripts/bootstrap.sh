@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what Oscar needs and a fresh Debian machine may lack: libuv1-dev and
+# pkg-config (Debian packages). Checks the Swift toolchain is there. Idempotent.
+# Sourced by quickstart.sh and test.sh.
+set -euo pipefail
+
+oscar_bootstrap() {
+  if ! command -v swift >/dev/null 2>&1; then
+    echo "oscar: a Swift 6 toolchain is required (swift not found on PATH)" >&2
+    return 1
+  fi
+  local need=()
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  if ! pkg-config --exists libuv 2>/dev/null; then need+=(libuv1-dev); fi
+  if ((${#need[@]})); then
+    echo "oscar: installing ${need[*]} (Debian packages)" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+  fi
+}
