@@ -12,13 +12,16 @@ enum DemoCommand {
             let echo = system.actor("echo")!
             var start = clock.now
             let reply = try await echo.ask(Demo.Echo(text: "hello, Oscar"))
-            print("ask  \(echo)  Echo {\"text\":\"hello, Oscar\"}  ->  \"\(reply.text)\"  (\(micros(clock.now - start)))")
+            print(
+                "ask  \(echo)  Echo {\"text\":\"hello, Oscar\"}  ->  \"\(reply.text)\"  (\(micros(clock.now - start)))")
 
             let counter = system.actor("counter")!
             for _ in 0..<3 { counter.tell(Demo.Increment(by: 2)) }
             start = clock.now
             let count = try await counter.ask(Demo.GetCount())
-            print("tell \(counter)  Increment {\"by\":2}  x3, then ask GetCount  ->  \(count)  (\(micros(clock.now - start)))")
+            print(
+                "tell \(counter)  Increment {\"by\":2}  x3, then ask GetCount  ->  \(count)  (\(micros(clock.now - start)))"
+            )
 
             let kv = system.actor("kv")!
             kv.tell(Demo.Put(key: "language", value: "Swift"))

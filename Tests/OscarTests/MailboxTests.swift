@@ -25,9 +25,11 @@ final class SequenceRecorder: Reactor {
 /// An actor that sends a numbered burst when asked: a sender living on a loop.
 final class BurstSender: Reactor {
     static func reactions(_ r: inout Reactions<BurstSender>) {
-        r.on(SendBurst.self, do: { _, m in
-            for seq in 0..<m.count { m.to.tell(Numbered(sender: m.sender, seq: seq)) }
-        })
+        r.on(
+            SendBurst.self,
+            do: { _, m in
+                for seq in 0..<m.count { m.to.tell(Numbered(sender: m.sender, seq: seq)) }
+            })
     }
 }
 

@@ -81,11 +81,13 @@ final class Holder: Reactor {
     var holds = 0
     init(gate: Gate) { self.gate = gate }
     static func reactions(_ r: inout Reactions<Holder>) {
-        r.on(Hold.self, future: { me, _ in
-            await me.gate.wait()
-            me.holds += 1
-            return Done()
-        })
+        r.on(
+            Hold.self,
+            future: { me, _ in
+                await me.gate.wait()
+                me.holds += 1
+                return Done()
+            })
         r.on(GetCount.self, result: { me, _ in me.holds })
     }
 }
@@ -107,13 +109,17 @@ final class Probe: Reactor {
     let record: Record<String>
     init(record: Record<String>) { self.record = record }
     static func reactions(_ r: inout Reactions<Probe>) {
-        r.on(GetCount.self, result: { me, _ in
-            me.record.append("result")
-            return 0
-        })
-        r.on(Echo.self, future: { me, m in
-            me.record.append("future \(m.text)")
-            return m.text
-        })
+        r.on(
+            GetCount.self,
+            result: { me, _ in
+                me.record.append("result")
+                return 0
+            })
+        r.on(
+            Echo.self,
+            future: { me, m in
+                me.record.append("future \(m.text)")
+                return m.text
+            })
     }
 }

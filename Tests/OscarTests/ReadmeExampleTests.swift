@@ -1,9 +1,9 @@
 import Foundation
+import Oscar
 import Testing
 
+// The README shows `import Oscar`, a blank line, then this region verbatim.
 // README-EXAMPLE-BEGIN
-import Oscar
-
 struct Greet: Message {  // a message names its reply type
     typealias Reply = String
     var name: String
@@ -32,7 +32,7 @@ func greetAda() async throws -> String {
         let root = here.components(separatedBy: "/Tests/")[0]
         let readme = try String(contentsOfFile: root + "/README.md", encoding: .utf8)
         let example = try #require(between("// README-EXAMPLE-BEGIN\n", "// README-EXAMPLE-END", in: source))
-        #expect(readme.contains("```swift\n" + example + "```"))
+        #expect(readme.contains("```swift\nimport Oscar\n\n" + example + "```"))
     }
 
     private func between(_ start: String, _ end: String, in text: String) -> String? {

@@ -14,10 +14,12 @@ final class Worker: Reactor {
         self.gate = gate
     }
     static func reactions(_ r: inout Reactions<Worker>) {
-        r.on(Work.self, future: { me, _ in
-            await me.gate.wait()
-            return me.number
-        })
+        r.on(
+            Work.self,
+            future: { me, _ in
+                await me.gate.wait()
+                return me.number
+            })
         r.on(WhichRoutee.self, result: { me, _ in me.number })
     }
 }
@@ -72,15 +74,21 @@ final class Tracked: Reactor {
 }
 
 @Suite struct SystemTests {
-    @Test func poolTakesAFreeActorGrowsOnlyWhenAllAreBusyAndNeverPastItsSize() async throws {
-        let created = Tally()
-        let gate = Gate()
-        let system = ActorSystem(settings: .init(loopCount: 2)) { actors in
+    /// A system with a pool of three `Worker`s that number themselves in
+    /// creation order and wait on `gate`.
+    private func workerPool(created: Tally, gate: Gate) -> ActorSystem {
+        ActorSystem(settings: .init(loopCount: 2)) { actors in
             actors.pool("workers", size: 3) {
                 created.increment()
                 return Worker(number: created.count, gate: gate)
             }
         }
+    }
+
+    @Test func poolTakesAFreeActorGrowsOnlyWhenAllAreBusyAndNeverPastItsSize() async throws {
+        let created = Tally()
+        let gate = Gate()
+        let system = workerPool(created: created, gate: gate)
         defer { system.shutdown() }
         let pool = try #require(system.actor("workers"))
 
@@ -91,12 +99,7 @@ final class Tracked: Reactor {
 
         // Busy actors are skipped: hold each routee with a Work that waits.
         let holdGate = Gate()
-        let busy = ActorSystem(settings: .init(loopCount: 2)) { actors in
-            actors.pool("workers", size: 3) {
-                created.increment()
-                return Worker(number: created.count, gate: holdGate)
-            }
-        }
+        let busy = workerPool(created: created, gate: holdGate)
         defer { busy.shutdown() }
         let busyPool = try #require(busy.actor("workers"))
         async let a = busyPool.ask(Work())

@@ -92,7 +92,8 @@ public final class ActorSystem: Sendable {
         if EventLoop.current == nil {
             shutdown()
         } else {
-            Log.shared.error("ActorSystem \(settings.name) released on a loop thread without shutdown(); its loops leak")
+            Log.shared.error(
+                "ActorSystem \(settings.name) released on a loop thread without shutdown(); its loops leak")
         }
     }
 
@@ -140,9 +141,10 @@ public final class ActorSystem: Sendable {
     }
 
     private static func isValid(_ name: String) -> Bool {
-        !name.isEmpty && name.unicodeScalars.allSatisfy { c in
-            (c.properties.isAlphabetic && c.isASCII) || ("0"..."9").contains(c) || "-_./".unicodeScalars.contains(c)
-        }
+        !name.isEmpty
+            && name.unicodeScalars.allSatisfy { c in
+                (c.properties.isAlphabetic && c.isASCII) || ("0"..."9").contains(c) || "-_./".unicodeScalars.contains(c)
+            }
     }
 
     private func register(

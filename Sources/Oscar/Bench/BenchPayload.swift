@@ -26,7 +26,8 @@ public struct BenchFigure: Sendable, CustomStringConvertible {
     public var unit: String
 
     public var description: String {
-        let formatted = value >= 1000 || value == value.rounded() ? String(Int(value.rounded())) : String(format2(value))
+        let formatted =
+            value >= 1000 || value == value.rounded() ? String(Int(value.rounded())) : String(format2(value))
         return "oscar \(metric) \(formatted) \(unit)"
     }
 

@@ -17,20 +17,24 @@ public enum LocalTellBenchmark {
         var count: Int64 = 0
         static func reactions(_ r: inout Reactions<Receiver>) {
             r.on(Payload.self, do: { me, _ in me.count += 1 })
-            r.on(Flush.self, result: { me, _ in
-                defer { me.count = 0 }
-                return me.count
-            })
+            r.on(
+                Flush.self,
+                result: { me, _ in
+                    defer { me.count = 0 }
+                    return me.count
+                })
         }
     }
 
     final class Sender: Reactor {
         static func reactions(_ r: inout Reactions<Sender>) {
-            r.on(Start.self, future: { _, m in
-                let text = Payload.text
-                for i in 1...m.count { m.receiver.tell(Payload(i: Int64(i), s: text)) }
-                return try await m.receiver.ask(Flush(), timeout: .seconds(60))
-            })
+            r.on(
+                Start.self,
+                future: { _, m in
+                    let text = Payload.text
+                    for i in 1...m.count { m.receiver.tell(Payload(i: Int64(i), s: text)) }
+                    return try await m.receiver.ask(Flush(), timeout: .seconds(60))
+                })
         }
     }
 

@@ -287,7 +287,11 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// joins the thread. Idempotent. Must not be called on a loop thread.
     public func shutdown() {
         precondition(EventLoop.current == nil, "shutdown() must not be called on a loop thread")
-        guard let tid = thread.withLock({ t -> pthread_t? in defer { t = nil }; return t }) else { return }
+        guard
+            let tid = thread.withLock({ t -> pthread_t? in
+                defer { t = nil }; return t
+            })
+        else { return }
         execute { [self] in closeEverything() }
         pthread_join(tid, nil)
         finished.store(true, ordering: .releasing)

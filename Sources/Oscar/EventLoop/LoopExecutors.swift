@@ -2,6 +2,12 @@
 /// until its own initialiser has finished.
 final class LoopReference: @unchecked Sendable {
     unowned(unsafe) var loop: EventLoop!
+
+    /// Hands a Swift concurrency job to the loop; after shutdown the job can
+    /// only be dropped, which is logged.
+    func submit(_ work: LoopWork, what: String) {
+        if !loop.submit(work) { Log.shared.warning("\(loop!) is shut down; a \(what) was dropped") }
+    }
 }
 
 /// Runs a Swift actor's jobs on a loop, so that the actor's code and the loop's
@@ -13,10 +19,7 @@ public final class LoopSerialExecutor: SerialExecutor {
     init(_ reference: LoopReference) { self.reference = reference }
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        let loop = reference.loop!
-        if !loop.submit(.serialJob(UnownedJob(job))) {
-            Log.shared.warning("\(loop) is shut down; a Swift actor job was dropped")
-        }
+        reference.submit(.serialJob(UnownedJob(job)), what: "Swift actor job")
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -38,9 +41,6 @@ public final class LoopTaskExecutor: TaskExecutor {
     init(_ reference: LoopReference) { self.reference = reference }
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        let loop = reference.loop!
-        if !loop.submit(.taskJob(UnownedJob(job))) {
-            Log.shared.warning("\(loop) is shut down; a task job was dropped")
-        }
+        reference.submit(.taskJob(UnownedJob(job)), what: "task job")
     }
 }

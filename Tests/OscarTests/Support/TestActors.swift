@@ -16,10 +16,12 @@ final class CounterActor: Reactor {
     static func reactions(_ r: inout Reactions<CounterActor>) {
         r.on(Increment.self, do: { me, m in me.count += m.by })
         r.on(GetCount.self, result: { me, _ in me.count })
-        r.on(Echo.self, future: { _, m in
-            await Task.yield()
-            return "echo: \(m.text)"
-        })
+        r.on(
+            Echo.self,
+            future: { _, m in
+                await Task.yield()
+                return "echo: \(m.text)"
+            })
         r.on(Fail.self, result: { _, _ in throw TestFailure.planned })
     }
 }
