@@ -1,0 +1,443 @@
+import Foundation
+
+/// Decodes `Decodable` values from CBOR (RFC 8949).
+///
+/// Unknown map keys are skipped, missing optional keys decode as nil, and both
+/// definite and indefinite lengths are read. Every length is checked against
+/// the bytes left, nesting is limited, and a failure is a `CBORError`: bytes
+/// from the network never trap the decoder.
+public struct CBORDecoder: Sendable {
+    /// Made available to `init(from:)` as `decoder.userInfo`; `ActorRef`
+    /// reads its `ActorSystem` from here.
+    public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
+
+    public init() {}
+
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(CBORError) -> T {
+        let result = bytes.withUnsafeBytes { raw in Result { () throws(CBORError) in try decode(type, from: raw) } }
+        return try result.get()
+    }
+
+    /// Decodes from bytes that must stay valid for the duration of the call
+    /// only (a slice of a reusable read buffer, say).
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws(CBORError) -> T {
+        let decoding = CBORDecoding(bytes, userInfo: userInfo)
+        do {
+            let value = try decoding.decodeValue(T.self, at: 0)
+            let end = try decoding.endOfItem(at: 0)
+            guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
+            return value
+        } catch let error as CBORError {
+            throw error
+        } catch let error as DecodingError {
+            throw .invalid(Self.describe(error))
+        } catch {
+            throw .invalid("\(error)")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .dataCorrupted(let c), .keyNotFound(_, let c), .typeMismatch(_, let c), .valueNotFound(_, let c):
+            let path = c.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? c.debugDescription : "\(c.debugDescription) at \(path)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}
+
+final class CBORDecoding: Decoder {
+    let bytes: UnsafeRawBufferPointer
+    let info: [CodingUserInfoKey: any Sendable]
+    /// Start of the item the next `init(from:)` decodes.
+    var position = 0
+    var codingPath: [any CodingKey] = []
+    var depth = 0
+
+    init(_ bytes: UnsafeRawBufferPointer, userInfo: [CodingUserInfoKey: any Sendable]) {
+        self.bytes = bytes
+        self.info = userInfo
+    }
+
+    var userInfo: [CodingUserInfoKey: Any] { info }
+
+    var pathText: String { codingPath.map(\.stringValue).joined(separator: ".") }
+
+    func reader(at offset: Int) -> CBORReader { CBORReader(bytes, at: offset) }
+
+    func endOfItem(at offset: Int) throws(CBORError) -> Int {
+        var r = reader(at: offset)
+        try r.skipItem()
+        return r.position
+    }
+
+    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int) throws -> T {
+        if T.self == Data.self {
+            var r = reader(at: offset)
+            let h = try r.head()
+            guard h.major == 2 else { throw mismatch("bytes", h) }
+            return Data(try r.wholeString(h)) as! T
+        }
+        if T.self == Date.self {
+            var r = reader(at: offset)
+            let h = try r.head()
+            guard h.major == 6, h.argument == 1 else { throw mismatch("a date (tag 1)", h) }
+            return Date(timeIntervalSince1970: try SingleValue.double(&r, self)) as! T
+        }
+        depth += 1
+        defer { depth -= 1 }
+        guard depth < CBORReader.maxDepth else { throw CBORError.tooDeep(limit: CBORReader.maxDepth) }
+        let saved = position
+        position = offset
+        defer { position = saved }
+        return try T(from: self)
+    }
+
+    func mismatch(_ expected: String, _ head: CBORReader.Head) -> CBORError {
+        let found =
+            switch head.major {
+            case 0, 1: "an integer"
+            case 2: "bytes"
+            case 3: "a text string"
+            case 4: "an array"
+            case 5: "a map"
+            case 6: "a tagged item"
+            default: head.info == 22 ? "null" : head.info >= 25 && head.info <= 27 ? "a float" : "a simple value"
+            }
+        return .typeMismatch(expected: expected, found: found, path: pathText)
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(try KeyedContainer<Key>(self, at: position))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { try UnkeyedContainer(self, at: position) }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleValue(decoder: self, at: position) }
+
+    // MARK: - Keyed
+
+    /// The entries of one map. Lookup first tries the entry after the last one
+    /// read, since decoders usually ask for keys in the order they were
+    /// written; only a miss builds the full index.
+    final class MapState {
+        struct Entry {
+            var key: Range<Int>
+            var value: Int
+        }
+        var entries: [Entry] = []
+        var cursor = 0
+    }
+
+    struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+        let decoder: CBORDecoding
+        let state = MapState()
+        let codingPath: [any CodingKey]
+
+        init(_ decoder: CBORDecoding, at offset: Int) throws {
+            self.decoder = decoder
+            codingPath = decoder.codingPath
+            var r = decoder.reader(at: offset)
+            let h = try r.head()
+            guard h.major == 5 else { throw decoder.mismatch("a map", h) }
+            var remaining = h.isIndefinite ? Int.max : try r.checkedLength(h, perItem: 2)
+            while remaining > 0 {
+                if h.isIndefinite, try r.consumeBreak() { break }
+                let keyStart = r.position
+                let kh = try r.head()
+                let key: Range<Int>
+                if kh.major == 3, !kh.isIndefinite {
+                    let count = try r.checkedLength(kh)
+                    key = r.position..<r.position + count
+                    r.position += count
+                } else {
+                    // Non-text keys are kept but never match a CodingKey.
+                    r.position = keyStart
+                    try r.skipItem()
+                    key = keyStart..<keyStart
+                }
+                let value = r.position
+                try r.skipItem()
+                state.entries.append(MapState.Entry(key: key, value: value))
+                remaining -= 1
+            }
+        }
+
+        private func find(_ key: Key) -> Int? {
+            var name = key.stringValue
+            return name.withUTF8 { utf8 -> Int? in
+                let entries = state.entries
+                let n = entries.count
+                guard n > 0 else { return nil }
+                for step in 0..<n {
+                    let i = (state.cursor + step) % n
+                    let k = entries[i].key
+                    if k.count == utf8.count,
+                        utf8.count == 0
+                            || memcmp(decoder.bytes.baseAddress! + k.lowerBound, utf8.baseAddress!, utf8.count) == 0
+                    {
+                        state.cursor = i + 1
+                        return entries[i].value
+                    }
+                }
+                return nil
+            }
+        }
+
+        private func valueOffset(_ key: Key) throws -> Int {
+            guard let offset = find(key) else {
+                throw CBORError.missingKey(key.stringValue, path: decoder.pathText)
+            }
+            return offset
+        }
+
+        var allKeys: [Key] {
+            state.entries.compactMap { e in
+                let text = String(decoding: UnsafeRawBufferPointer(rebasing: decoder.bytes[e.key]), as: UTF8.self)
+                return Key(stringValue: text)
+            }
+        }
+
+        func contains(_ key: Key) -> Bool { find(key) != nil }
+
+        func decodeNil(forKey key: Key) throws -> Bool {
+            let offset = try valueOffset(key)
+            let b = decoder.bytes[offset]
+            return b == 0xf6 || b == 0xf7
+        }
+
+        private func primitive<T>(_ key: Key, _ read: (inout CBORReader, CBORDecoding) throws -> T) throws -> T {
+            var r = decoder.reader(at: try valueOffset(key))
+            decoder.codingPath.append(key)
+            defer { decoder.codingPath.removeLast() }
+            return try read(&r, decoder)
+        }
+
+        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key, SingleValue.bool) }
+        func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key, SingleValue.string) }
+        func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key, SingleValue.double) }
+        func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+            Float(try primitive(key, SingleValue.double))
+        }
+        func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key, SingleValue.integer) }
+        func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key, SingleValue.integer) }
+        func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key, SingleValue.integer) }
+        func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key, SingleValue.integer) }
+
+        func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+            let offset = try valueOffset(key)
+            decoder.codingPath.append(key)
+            defer { decoder.codingPath.removeLast() }
+            return try decoder.decodeValue(T.self, at: offset)
+        }
+
+        func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+            guard let offset = find(key) else { return nil }
+            let b = decoder.bytes[offset]
+            if b == 0xf6 || b == 0xf7 { return nil }
+            decoder.codingPath.append(key)
+            defer { decoder.codingPath.removeLast() }
+            return try decoder.decodeValue(T.self, at: offset)
+        }
+
+        func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type, forKey key: Key
+        ) throws
+            -> KeyedDecodingContainer<NestedKey>
+        {
+            let offset = try valueOffset(key)
+            return KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: offset))
+        }
+
+        func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+            try UnkeyedContainer(decoder, at: try valueOffset(key))
+        }
+
+        func superDecoder() throws -> any Decoder { try superDecoder(forKey: Key(stringValue: "super")!) }
+
+        func superDecoder(forKey key: Key) throws -> any Decoder {
+            let sub = CBORDecoding(decoder.bytes, userInfo: decoder.info)
+            sub.position = try valueOffset(key)
+            sub.codingPath = decoder.codingPath + [key]
+            return sub
+        }
+    }
+
+    // MARK: - Unkeyed
+
+    struct UnkeyedContainer: UnkeyedDecodingContainer {
+        let decoder: CBORDecoding
+        let codingPath: [any CodingKey]
+        let count: Int?
+        private let indefinite: Bool
+        private let cursor: Cursor
+        var currentIndex: Int { cursor.index }
+        var isAtEnd: Bool { cursor.atEnd }
+
+        final class Cursor {
+            var index = 0
+            var position: Int
+            var atEnd = false
+            init(_ position: Int) { self.position = position }
+        }
+
+        init(_ decoder: CBORDecoding, at offset: Int) throws {
+            self.decoder = decoder
+            codingPath = decoder.codingPath
+            var r = decoder.reader(at: offset)
+            let h = try r.head()
+            guard h.major == 4 else { throw decoder.mismatch("an array", h) }
+            indefinite = h.isIndefinite
+            count = indefinite ? nil : try r.checkedLength(h)
+            cursor = Cursor(r.position)
+            try refreshEnd()
+        }
+
+        private func refreshEnd() throws {
+            if let count {
+                cursor.atEnd = cursor.index >= count
+            } else {
+                let r = decoder.reader(at: cursor.position)
+                cursor.atEnd = try r.peek() == 0xff
+            }
+        }
+
+        /// The offset of the next element; advances past it.
+        private func next() throws -> Int {
+            guard !cursor.atEnd else {
+                throw CBORError.outOfRange("read past the end of an array", path: decoder.pathText)
+            }
+            let offset = cursor.position
+            cursor.position = try decoder.endOfItem(at: offset)
+            cursor.index += 1
+            try refreshEnd()
+            return offset
+        }
+
+        mutating func decodeNil() throws -> Bool {
+            guard !cursor.atEnd else { return false }
+            let b = decoder.bytes[cursor.position]
+            guard b == 0xf6 || b == 0xf7 else { return false }
+            _ = try next()
+            return true
+        }
+
+        mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            try decoder.decodeValue(T.self, at: try next())
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type
+        ) throws
+            -> KeyedDecodingContainer<NestedKey>
+        {
+            KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: try next()))
+        }
+
+        mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+            try UnkeyedContainer(decoder, at: try next())
+        }
+
+        mutating func superDecoder() throws -> any Decoder {
+            let sub = CBORDecoding(decoder.bytes, userInfo: decoder.info)
+            sub.position = try next()
+            sub.codingPath = decoder.codingPath
+            return sub
+        }
+    }
+
+    // MARK: - Single values
+
+    struct SingleValue: SingleValueDecodingContainer {
+        let decoder: CBORDecoding
+        let offset: Int
+        var codingPath: [any CodingKey] { decoder.codingPath }
+
+        init(decoder: CBORDecoding, at offset: Int) {
+            self.decoder = decoder
+            self.offset = offset
+        }
+
+        private func read<T>(_ body: (inout CBORReader, CBORDecoding) throws -> T) throws -> T {
+            var r = decoder.reader(at: offset)
+            return try body(&r, decoder)
+        }
+
+        func decodeNil() -> Bool {
+            guard offset < decoder.bytes.count else { return false }
+            let b = decoder.bytes[offset]
+            return b == 0xf6 || b == 0xf7
+        }
+
+        func decode(_ type: Bool.Type) throws -> Bool { try read(Self.bool) }
+        func decode(_ type: String.Type) throws -> String { try read(Self.string) }
+        func decode(_ type: Double.Type) throws -> Double { try read(Self.double) }
+        func decode(_ type: Float.Type) throws -> Float { Float(try read(Self.double)) }
+        func decode(_ type: Int.Type) throws -> Int { try read(Self.integer) }
+        func decode(_ type: Int8.Type) throws -> Int8 { try read(Self.integer) }
+        func decode(_ type: Int16.Type) throws -> Int16 { try read(Self.integer) }
+        func decode(_ type: Int32.Type) throws -> Int32 { try read(Self.integer) }
+        func decode(_ type: Int64.Type) throws -> Int64 { try read(Self.integer) }
+        func decode(_ type: UInt.Type) throws -> UInt { try read(Self.integer) }
+        func decode(_ type: UInt8.Type) throws -> UInt8 { try read(Self.integer) }
+        func decode(_ type: UInt16.Type) throws -> UInt16 { try read(Self.integer) }
+        func decode(_ type: UInt32.Type) throws -> UInt32 { try read(Self.integer) }
+        func decode(_ type: UInt64.Type) throws -> UInt64 { try read(Self.integer) }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(T.self, at: offset) }
+
+        static func bool(_ r: inout CBORReader, _ d: CBORDecoding) throws -> Bool {
+            let h = try r.head()
+            guard h.major == 7, h.info == 20 || h.info == 21 else { throw d.mismatch("a bool", h) }
+            return h.info == 21
+        }
+
+        static func string(_ r: inout CBORReader, _ d: CBORDecoding) throws -> String {
+            let start = r.position
+            let h = try r.head()
+            guard h.major == 3 else { throw d.mismatch("a text string", h) }
+            let text: String? =
+                h.isIndefinite
+                ? String(validating: try r.wholeString(h), as: UTF8.self)
+                : String(validating: try r.stringBytes(h), as: UTF8.self)
+            guard let text else { throw CBORError.malformed("text string is not valid UTF-8", at: start) }
+            return text
+        }
+
+        static func double(_ r: inout CBORReader, _ d: CBORDecoding) throws -> Double {
+            let h = try r.head()
+            switch (h.major, h.info) {
+            case (7, 25): return HalfFloat.double(fromBits: UInt16(h.argument))
+            case (7, 26): return Double(Float(bitPattern: UInt32(h.argument)))
+            case (7, 27): return Double(bitPattern: h.argument)
+            case (0, _): return Double(h.argument)
+            case (1, _): return -1 - Double(h.argument)
+            default: throw d.mismatch("a number", h)
+            }
+        }
+
+        static func integer<I: FixedWidthInteger>(_ r: inout CBORReader, _ d: CBORDecoding) throws -> I {
+            let h = try r.head()
+            switch h.major {
+            case 0:
+                guard let v = I(exactly: h.argument) else {
+                    throw CBORError.outOfRange("\(h.argument) for \(I.self)", path: d.pathText)
+                }
+                return v
+            case 1:
+                // -1 - argument, computed without overflow.
+                guard I.isSigned, h.argument <= UInt64(Int64.max), let n = I(exactly: -1 - Int64(h.argument)) else {
+                    throw CBORError.outOfRange("-1-\(h.argument) for \(I.self)", path: d.pathText)
+                }
+                return n
+            default: throw d.mismatch("an integer", h)
+            }
+        }
+    }
+}

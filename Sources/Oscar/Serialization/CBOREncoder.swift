@@ -1,0 +1,314 @@
+import Foundation
+
+/// Encodes `Encodable` values as CBOR (RFC 8949).
+///
+/// Keyed containers become maps with text keys, so a reader that does not know
+/// a key skips it and an added optional field breaks no older reader. `Data`
+/// is a byte string and `Date` is tag 1 (epoch seconds).
+///
+/// Why it is fast: everything is written into one buffer as it is encoded. A
+/// container's head is a placeholder byte, patched with its count when the
+/// container closes (inserting bytes only when it has 24 entries or more).
+/// That means containers must be filled one after the other, which is what
+/// synthesized and ordinary hand-written `Codable` code does.
+public struct CBOREncoder: Sendable {
+    public init() {}
+
+    public func encode<T: Encodable>(_ value: T) throws(CBORError) -> [UInt8] {
+        let encoder = CBOREncoding()
+        do {
+            try encoder.encodeValue(value)
+        } catch let error as CBORError {
+            throw error
+        } catch {
+            throw .invalid("\(error)")
+        }
+        encoder.closeFrames(downTo: 0)
+        return encoder.writer.bytes
+    }
+}
+
+final class CBOREncoding: Encoder {
+    struct Frame {
+        var head: Int
+        var major: UInt8
+        var count: UInt64
+    }
+
+    var writer = CBORWriter(capacity: 64)
+    var frames: [Frame] = []
+    /// Where the value being encoded now begins, to tell a container it
+    /// opened from one a sibling left open.
+    private var valueStart = -1
+
+    var codingPath: [any CodingKey] { [] }
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func encodeValue<T: Encodable>(_ value: T) throws {
+        if T.self == Data.self {
+            writer.byteString(value as! Data)
+        } else if T.self == Date.self {
+            writer.head(6, 1)
+            writer.double((value as! Date).timeIntervalSince1970)
+        } else {
+            let depth = frames.count
+            let savedStart = valueStart
+            valueStart = writer.bytes.count
+            try value.encode(to: self)
+            closeFrames(downTo: depth)
+            valueStart = savedStart
+        }
+    }
+
+    /// Opens a container for the value being encoded, or returns the one it
+    /// already opened (a type may ask for its container twice).
+    func openFrame(major: UInt8) -> Int {
+        if let last = frames.indices.last, frames[last].head == valueStart, frames[last].major == major {
+            return last
+        }
+        frames.append(Frame(head: writer.bytes.count, major: major, count: 0))
+        writer.bytes.append(major << 5)
+        return frames.count - 1
+    }
+
+    /// Starts the next entry of frame `index`: closes containers a previous
+    /// entry left open, and counts the entry.
+    @inline(__always)
+    func beginEntry(of index: Int) {
+        if frames.count > index + 1 { closeFrames(downTo: index + 1) }
+        frames[index].count += 1
+    }
+
+    func closeFrames(downTo depth: Int) {
+        while frames.count > depth {
+            let frame = frames.removeLast()
+            if frame.count < 24 {
+                writer.bytes[frame.head] = frame.major << 5 | UInt8(frame.count)
+            } else {
+                var head = CBORWriter(capacity: 9)
+                head.head(frame.major, frame.count)
+                writer.bytes.replaceSubrange(frame.head...frame.head, with: head.bytes)
+            }
+        }
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        KeyedEncodingContainer(KeyedContainer<Key>(encoder: self, frame: openFrame(major: 5)))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        UnkeyedContainer(encoder: self, frame: openFrame(major: 4))
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SingleValueContainer(encoder: self) }
+
+    // MARK: - Primitives
+
+    @inline(__always) func write(_ v: Bool) { writer.bool(v) }
+    @inline(__always) func write(_ v: String) { writer.text(v) }
+    @inline(__always) func write(_ v: Double) { writer.double(v) }
+    @inline(__always) func write<I: FixedWidthInteger>(_ v: I) {
+        if I.isSigned {
+            writer.int(Int64(v))
+        } else {
+            writer.uint(UInt64(v))
+        }
+    }
+
+    // MARK: - Containers
+
+    struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+        let encoder: CBOREncoding
+        let frame: Int
+        var codingPath: [any CodingKey] { [] }
+
+        @inline(__always) private func key(_ key: Key) {
+            encoder.beginEntry(of: frame)
+            encoder.writer.text(key.stringValue)
+        }
+
+        func encodeNil(forKey k: Key) throws {
+            key(k)
+            encoder.writer.null()
+        }
+        func encode(_ v: Bool, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: String, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Double, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Float, forKey k: Key) throws {
+            key(k)
+            encoder.write(Double(v))
+        }
+        func encode(_ v: Int, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Int8, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Int16, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Int32, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: Int64, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: UInt, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: UInt8, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: UInt16, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: UInt32, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode(_ v: UInt64, forKey k: Key) throws {
+            key(k)
+            encoder.write(v)
+        }
+        func encode<T: Encodable>(_ v: T, forKey k: Key) throws {
+            key(k)
+            try encoder.encodeValue(v)
+        }
+
+        func nestedContainer<NestedKey: CodingKey>(
+            keyedBy type: NestedKey.Type, forKey k: Key
+        )
+            -> KeyedEncodingContainer<NestedKey>
+        {
+            key(k)
+            encoder.frames.append(Frame(head: encoder.writer.bytes.count, major: 5, count: 0))
+            encoder.writer.bytes.append(5 << 5)
+            return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, frame: encoder.frames.count - 1))
+        }
+
+        func nestedUnkeyedContainer(forKey k: Key) -> any UnkeyedEncodingContainer {
+            key(k)
+            encoder.frames.append(Frame(head: encoder.writer.bytes.count, major: 4, count: 0))
+            encoder.writer.bytes.append(4 << 5)
+            return UnkeyedContainer(encoder: encoder, frame: encoder.frames.count - 1)
+        }
+
+        func superEncoder() -> any Encoder {
+            key(Key(stringValue: "super")!)
+            return encoder
+        }
+
+        func superEncoder(forKey k: Key) -> any Encoder {
+            key(k)
+            return encoder
+        }
+    }
+
+    struct UnkeyedContainer: UnkeyedEncodingContainer {
+        let encoder: CBOREncoding
+        let frame: Int
+        var codingPath: [any CodingKey] { [] }
+        var count: Int { Int(encoder.frames.indices.contains(frame) ? encoder.frames[frame].count : 0) }
+
+        @inline(__always) private func next() { encoder.beginEntry(of: frame) }
+
+        func encodeNil() throws {
+            next()
+            encoder.writer.null()
+        }
+        func encode(_ v: Bool) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: String) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: Double) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: Float) throws {
+            next()
+            encoder.write(Double(v))
+        }
+        func encode(_ v: Int) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: Int64) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: UInt64) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode(_ v: UInt8) throws {
+            next()
+            encoder.write(v)
+        }
+        func encode<T: Encodable>(_ v: T) throws {
+            next()
+            try encoder.encodeValue(v)
+        }
+
+        func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+            next()
+            encoder.frames.append(Frame(head: encoder.writer.bytes.count, major: 5, count: 0))
+            encoder.writer.bytes.append(5 << 5)
+            return KeyedEncodingContainer(KeyedContainer<NestedKey>(encoder: encoder, frame: encoder.frames.count - 1))
+        }
+
+        func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+            next()
+            encoder.frames.append(Frame(head: encoder.writer.bytes.count, major: 4, count: 0))
+            encoder.writer.bytes.append(4 << 5)
+            return UnkeyedContainer(encoder: encoder, frame: encoder.frames.count - 1)
+        }
+
+        func superEncoder() -> any Encoder {
+            next()
+            return encoder
+        }
+    }
+
+    struct SingleValueContainer: SingleValueEncodingContainer {
+        let encoder: CBOREncoding
+        var codingPath: [any CodingKey] { [] }
+
+        func encodeNil() throws { encoder.writer.null() }
+        func encode(_ v: Bool) throws { encoder.write(v) }
+        func encode(_ v: String) throws { encoder.write(v) }
+        func encode(_ v: Double) throws { encoder.write(v) }
+        func encode(_ v: Float) throws { encoder.write(Double(v)) }
+        func encode(_ v: Int) throws { encoder.write(v) }
+        func encode(_ v: Int8) throws { encoder.write(v) }
+        func encode(_ v: Int16) throws { encoder.write(v) }
+        func encode(_ v: Int32) throws { encoder.write(v) }
+        func encode(_ v: Int64) throws { encoder.write(v) }
+        func encode(_ v: UInt) throws { encoder.write(v) }
+        func encode(_ v: UInt8) throws { encoder.write(v) }
+        func encode(_ v: UInt16) throws { encoder.write(v) }
+        func encode(_ v: UInt32) throws { encoder.write(v) }
+        func encode(_ v: UInt64) throws { encoder.write(v) }
+        func encode<T: Encodable>(_ v: T) throws { try encoder.encodeValue(v) }
+    }
+}
