@@ -15,7 +15,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     enum Status { case idle, running, suspended, stopped }
 
     struct RemoteQueue {
-        var items: [Envelope] = []
+        var items: [MailboxEntry] = []
         var wakePending = false
         var closed = false
     }
@@ -29,7 +29,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     private var factory: (@Sendable () -> AnyReactorBox)?
     private var box: AnyReactorBox?
     private var status = Status.idle
-    private var local = RingBuffer<Envelope>()
+    private var local = RingBuffer<MailboxEntry>()
     private var stopRequested = false
     private var scheduled = false
     private var watchers: [ActorRef] = []
@@ -93,7 +93,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
             return
         }
         reply?.arm(on: loop)
-        local.append(Envelope(message: message, reply: reply))
+        local.append(MailboxEntry(message: message, reply: reply))
         if status == .idle { scheduleSelf() }
     }
 
@@ -104,7 +104,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         }
         let (accepted, wake) = remote.withLock { q -> (Bool, Bool) in
             if q.closed { return (false, false) }
-            q.items.append(Envelope(message: message, reply: reply))
+            q.items.append(MailboxEntry(message: message, reply: reply))
             if q.wakePending { return (true, false) }
             q.wakePending = true
             return (true, true)
@@ -153,7 +153,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     }
 
     private func drainRemote() {
-        let items = remote.withLock { q -> [Envelope] in
+        let items = remote.withLock { q -> [MailboxEntry] in
             q.wakePending = false
             defer { q.items.removeAll(keepingCapacity: true) }
             return q.items
@@ -277,7 +277,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         for envelope in waiting { fail(envelope) }
     }
 
-    private func fail(_ envelope: Envelope) {
+    private func fail(_ envelope: MailboxEntry) {
         refuseOpened(envelope.message, reply: envelope.reply)
     }
 
@@ -285,7 +285,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         refuse(message, reply: reply, .stopped(address))
     }
 
-    private func closeRemote() -> [Envelope] {
+    private func closeRemote() -> [MailboxEntry] {
         remote.withLock { q in
             q.closed = true
             defer { q.items.removeAll() }

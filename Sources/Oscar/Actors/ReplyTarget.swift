@@ -16,7 +16,7 @@ protocol MessageTarget: AnyObject, Sendable {
 }
 
 /// A message waiting in a mailbox.
-struct Envelope {
+struct MailboxEntry {
     let message: any Message
     let reply: (any ReplyTarget)?
 }
