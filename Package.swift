@@ -19,6 +19,7 @@ let package = Package(
         .executableTarget(name: "oscar", dependencies: ["Oscar"]),
         .testTarget(name: "CoreEngineTests", dependencies: ["CoreEngine"]),
         .testTarget(name: "OscarTests", dependencies: ["Oscar"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Oscar"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -67,54 +67,69 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     // MARK: - Delivery
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        if loop.inEventLoop {
-            deliverOnLoop(message, reply: reply)
-        } else {
-            deliverFromElsewhere(message, reply: reply)
-        }
-    }
-
-    @inline(__always)
-    private func deliverOnLoop<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        // Direct hand-off: the actor is idle and nothing waits before this
-        // message, so handling it now is exactly what the mailbox would do next.
-        if status == .idle, local.isEmpty, loop.enterHandOff(limit: Self.maxHandOffDepth) {
+        if loop.inEventLoop, canHandOff() {
+            // Direct hand-off: the actor is idle and nothing waits before this
+            // message, so handling it now is exactly what the mailbox would do next.
             reply?.arm(on: loop)
             handle(message, reply: reply)
             loop.exitHandOff()
-            return
+        } else {
+            enqueue(.message(message, reply: reply))
         }
-        if status == .stopped {
-            refuse(message, reply: reply, .stopped(address))
-            return
-        }
-        guard admit() else {
-            refuse(message, reply: reply, .mailboxFull(address))
-            return
-        }
-        reply?.arm(on: loop)
-        local.append(MailboxEntry(message: message, reply: reply))
-        if status == .idle { scheduleSelf() }
     }
 
-    private func deliverFromElsewhere<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+    /// Delivers a message that arrived from another node, still encoded. The
+    /// bytes are only borrowed: they are decoded in place when the actor can
+    /// take the message now, and copied into the mailbox otherwise.
+    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+        if loop.inEventLoop, canHandOff() {
+            reply?.arm(on: loop)
+            handleEncoded(manifest: manifest, payload: payload, reply: reply)
+            loop.exitHandOff()
+        } else {
+            enqueue(.encoded(manifest: Array(manifest), payload: Array(payload), reply: reply))
+        }
+    }
+
+    /// True (and one hand-off level entered) when a message may be handled at
+    /// once on this thread; the caller must then `exitHandOff`.
+    @inline(__always)
+    private func canHandOff() -> Bool {
+        status == .idle && local.isEmpty && loop.enterHandOff(limit: Self.maxHandOffDepth)
+    }
+
+    private func enqueue(_ entry: MailboxEntry) {
+        if loop.inEventLoop {
+            if status == .stopped {
+                refuse(entry, .stopped(address))
+                return
+            }
+            guard admit() else {
+                refuse(entry, .mailboxFull(address))
+                return
+            }
+            entry.reply?.arm(on: loop)
+            local.append(entry)
+            if status == .idle { scheduleSelf() }
+            return
+        }
         guard admit() else {
-            refuse(message, reply: reply, .mailboxFull(address))
+            refuse(entry, .mailboxFull(address))
             return
         }
         let (accepted, wake) = remote.withLock { q -> (Bool, Bool) in
             if q.closed { return (false, false) }
-            q.items.append(MailboxEntry(message: message, reply: reply))
+            q.items.append(entry)
             if q.wakePending { return (true, false) }
             q.wakePending = true
             return (true, true)
         }
         if !accepted {
             queued.wrappingSubtract(1, ordering: .relaxed)
-            refuse(message, reply: reply, .stopped(address))
+            refuse(entry, .stopped(address))
         } else if wake, !loop.submit(.runnable(self)) {
             // The loop has shut down: nothing will ever drain this mailbox.
-            for envelope in closeRemote() { refuse(envelope.message, reply: envelope.reply, .stopped(address)) }
+            for waiting in closeRemote() { refuse(waiting, .stopped(address)) }
         }
     }
 
@@ -126,11 +141,17 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         return false
     }
 
-    private func refuse<M: Message>(_ message: M, reply: (any ReplyTarget)?, _ error: AskError) {
+    /// Fails a message that was not (or can no longer be) handled: an ask gets
+    /// `error`, a tell becomes a dead letter.
+    private func refuse(_ entry: MailboxEntry, _ error: AskError) {
+        refuse(manifest: entry.manifest, reply: entry.reply, error)
+    }
+
+    private func refuse(manifest: @autoclosure () -> String, reply: (any ReplyTarget)?, _ error: AskError) {
         if let reply {
             reply.fail(error)
         } else {
-            system?.deadLetter(M.manifest, to: address, reason: error)
+            system?.deadLetter(manifest(), to: address, reason: error)
         }
     }
 
@@ -158,18 +179,25 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
             defer { q.items.removeAll(keepingCapacity: true) }
             return q.items
         }
-        for envelope in items {
-            envelope.reply?.arm(on: loop)
-            local.append(envelope)
+        for entry in items {
+            entry.reply?.arm(on: loop)
+            local.append(entry)
         }
     }
 
     private func processMailbox() {
         var budget = Self.throughput
-        while status == .idle, budget > 0, let envelope = local.popFirst() {
+        while status == .idle, budget > 0, let entry = local.popFirst() {
             queued.wrappingSubtract(1, ordering: .relaxed)
             budget -= 1
-            handle(opening: envelope.message, reply: envelope.reply)
+            switch entry {
+            case .message(let message, let reply):
+                handle(opening: message, reply: reply)
+            case .encoded(let manifest, let payload, let reply):
+                manifest.withUnsafeBytes { m in
+                    payload.withUnsafeBytes { p in handleEncoded(manifest: m, payload: p, reply: reply) }
+                }
+            }
         }
         if status == .idle, !local.isEmpty { scheduleSelf() }
     }
@@ -181,17 +209,37 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     /// Runs one message's reaction. Status is idle on entry.
     @inline(__always)
     private func handle<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        status = .running
-        active.store(true, ordering: .relaxed)
-        let box = self.box ?? start()
+        let box = beginReaction()
         let outcome = withUnsafePointer(to: message) { pointer in
             box.receive(pointer, type: ObjectIdentifier(M.self), reply: reply, cell: self)
         }
+        endReaction(outcome, manifest: M.manifest, reply: reply)
+    }
+
+    private func handleEncoded(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+    ) {
+        let box = beginReaction()
+        let outcome = box.receive(manifest: manifest, payload: payload, reply: reply, cell: self)
+        endReaction(outcome, manifest: String(decoding: manifest, as: UTF8.self), reply: reply)
+    }
+
+    @inline(__always)
+    private func beginReaction() -> AnyReactorBox {
+        status = .running
+        active.store(true, ordering: .relaxed)
+        return box ?? start()
+    }
+
+    @inline(__always)
+    private func endReaction(
+        _ outcome: ReactionOutcome?, manifest: @autoclosure () -> String, reply: (any ReplyTarget)?
+    ) {
         switch outcome {
         case .finished: reactionEnded()
         case .suspended: status = .suspended
         case nil:
-            refuse(message, reply: reply, .unhandled(manifest: M.manifest, address))
+            refuse(manifest: manifest(), reply: reply, .unhandled(manifest: manifest(), address))
             reactionEnded()
         }
     }
@@ -231,6 +279,14 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     }
 
     // MARK: - Failures
+
+    /// The decoder for messages that arrive encoded: refs inside them resolve
+    /// against this actor's system.
+    var decoder: CBORDecoder { system?.decoder ?? CBORDecoder() }
+
+    func decodeFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
+        refuse(manifest: manifest, reply: reply, .decodeFailed("\(manifest): \(error)"))
+    }
 
     func reactionFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         if let reply {
@@ -274,15 +330,11 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     private func failWaiting() {
         let waiting = local.removeAll() + closeRemote()
         queued.wrappingSubtract(waiting.count, ordering: .relaxed)
-        for envelope in waiting { fail(envelope) }
+        for entry in waiting { fail(entry) }
     }
 
-    private func fail(_ envelope: MailboxEntry) {
-        refuseOpened(envelope.message, reply: envelope.reply)
-    }
-
-    private func refuseOpened(_ message: some Message, reply: (any ReplyTarget)?) {
-        refuse(message, reply: reply, .stopped(address))
+    private func fail(_ entry: MailboxEntry) {
+        refuse(entry, .stopped(address))
     }
 
     private func closeRemote() -> [MailboxEntry] {

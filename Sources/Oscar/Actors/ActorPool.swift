@@ -25,6 +25,10 @@ final class ActorPool: MessageTarget {
         route().deliver(message, reply: reply)
     }
 
+    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+        route().deliverEncoded(manifest: manifest, payload: payload, reply: reply)
+    }
+
     /// Picks the routee for the next message (Oscar's rule).
     func route() -> ActorCell {
         routees.withLock { cells in

@@ -46,7 +46,8 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     /// decoder's `userInfo[.oscarActorSystem]` holds the system that hosts it.
     public init(from decoder: any Decoder) throws {
         let address = try decoder.singleValueContainer().decode(ActorAddress.self)
-        let system = decoder.userInfo[.oscarActorSystem] as? ActorSystem
+        let info = decoder.userInfo[.oscarActorSystem]
+        let system = info as? ActorSystem ?? (info as? SystemReference)?.system
         self = system?.resolve(address) ?? ActorRef(address: address, target: nil)
     }
 }

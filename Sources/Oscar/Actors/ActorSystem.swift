@@ -60,6 +60,10 @@ public final class ActorSystem: Sendable {
     }
 
     private let registry = Mutex(Registry())
+    /// The network side, when this system is a cluster node.
+    private let transportSlot = Mutex<Transport?>(nil)
+    /// Decodes messages from other nodes; refs inside them resolve here.
+    let decoder: CBORDecoder
     private let deadLetterCount = Atomic<Int>(0)
 
     public init(
@@ -69,6 +73,11 @@ public final class ActorSystem: Sendable {
         self.settings = settings
         self.services = services
         self.loops = EventLoopGroup(loopCount: settings.loopCount)
+        let reference = SystemReference()
+        var decoder = CBORDecoder()
+        decoder.userInfo[.oscarActorSystem] = reference
+        self.decoder = decoder
+        reference.set(self)
         var builder = ActorSystemBuilder()
         build(&builder)
         for provider in builder.providers {
@@ -128,13 +137,34 @@ public final class ActorSystem: Sendable {
         }
     }
 
+    /// A ref for an address: the local actor, or (on a cluster node) a
+    /// remote ref. A ref to nothing has no target: a tell to it is a dead
+    /// letter, an ask fails with `actorNotFound`.
+    public func ref(for address: ActorAddress) -> ActorRef {
+        resolve(address) ?? ActorRef(address: address, target: nil)
+    }
+
+    /// Parses `oscar://host:port/path` and returns `ref(for:)`, or nil if the
+    /// text is not such a URI.
+    public func ref(_ uri: String) -> ActorRef? {
+        ActorAddress(uri: uri).map(ref(for:))
+    }
+
     /// Refs decoded from messages resolve through this.
     func resolve(_ address: ActorAddress) -> ActorRef? {
-        guard address.node.host == node.host, address.node.port == node.port,
-            address.node.uid == 0 || address.node.uid == node.uid
-        else { return nil }
-        return registry.withLock { $0.refs[address.path] }
+        if address.node.host == node.host, address.node.port == node.port {
+            guard address.node.uid == 0 || address.node.uid == node.uid else { return nil }
+            return registry.withLock { $0.refs[address.path] }
+        }
+        return transportSlot.withLock { $0 }?.remoteRef(address)
     }
+
+    /// The local actor or pool at a full path, for messages from the network.
+    func target(at path: String) -> (any MessageTarget)? {
+        registry.withLock { $0.refs[path]?.target }
+    }
+
+    func attach(_ transport: Transport) { transportSlot.withLock { $0 = transport } }
 
     private static func fullPath(_ name: String) -> String {
         name.hasPrefix("/") ? name : "/user/" + name
@@ -212,6 +242,11 @@ public final class ActorSystem: Sendable {
     /// freeing every handle and thread. Idempotent; must not be called from a
     /// loop thread.
     public func shutdown() {
+        if let transport = transportSlot.withLock({ t -> Transport? in
+            defer { t = nil }; return t
+        }) {
+            transport.shutdown()
+        }
         let (refs, pools) = registry.withLock { r -> ([ActorRef], [ActorPool]) in
             if r.shutDown { return ([], []) }
             r.shutDown = true
@@ -225,4 +260,17 @@ public final class ActorSystem: Sendable {
         for ref in refs { (ref.target as? ActorCell)?.stop() }
         loops.shutdown()
     }
+}
+
+/// A weak reference to a system, for the decoder's `userInfo`: a strong one
+/// would make the system own itself.
+final class SystemReference: Sendable {
+    private let weakSystem = Mutex<WeakBox>(WeakBox())
+
+    struct WeakBox {
+        weak var system: ActorSystem?
+    }
+
+    func set(_ system: ActorSystem) { weakSystem.withLock { $0.system = system } }
+    var system: ActorSystem? { weakSystem.withLock { $0.system } }
 }

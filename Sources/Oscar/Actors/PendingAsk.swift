@@ -17,6 +17,8 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     private var continuation: Continuation?
     private var armedLoop: EventLoop?
     private let completed = Atomic<Bool>(false)
+    private weak var table: (any PendingAskTable)?
+    private var correlation: UInt64 = 0
 
     init(_ continuation: Continuation, timeout: Duration, recipient: ActorAddress) {
         self.continuation = continuation
@@ -41,6 +43,23 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
 
     func fail(_ error: AskError) { complete(.failure(error)) }
 
+    func complete(wire kind: WireKind, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+        do {
+            if kind == .reply {
+                complete(.success(try decoder.decode(R.self, from: payload)))
+            } else {
+                complete(.failure(try decoder.decode(AskError.self, from: payload)))
+            }
+        } catch {
+            complete(.failure(.decodeFailed("reply from \(recipient): \(error)")))
+        }
+    }
+
+    func waitOn(_ table: any PendingAskTable, correlation: UInt64) {
+        self.table = table
+        self.correlation = correlation
+    }
+
     func timerFired() { complete(.failure(.timeout(recipient, timeout))) }
 
     func timerCancelled() { complete(.failure(.stopped(recipient))) }
@@ -48,6 +67,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     private func complete(_ outcome: Result<R, AskError>) {
         guard !completed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if let loop = armedLoop, timerSlot >= 0 { loop.disarm(self) }
+        table?.forget(correlation)
         let c = continuation
         continuation = nil
         c?.resume(returning: outcome)

@@ -10,8 +10,15 @@ public struct Reactions<A: Reactor> {
     /// runtime look up that type's metadata on every access.
     typealias Handler = (AnyObject, UnsafeRawPointer, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
+    /// Decodes a message that arrived encoded, then runs its handler. Built
+    /// per message type, so the receiver needs no global type registry: the
+    /// actor knows the types it accepts.
+    typealias DecodingHandler = (AnyObject, UnsafeRawBufferPointer, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+
     private var types: [ObjectIdentifier] = []
     private var handlers: [Handler] = []
+    private var manifests: [[UInt8]] = []
+    private var decodingHandlers: [DecodingHandler] = []
 
     init() {}
 
@@ -74,13 +81,32 @@ public struct Reactions<A: Reactor> {
     }
 
     private mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
+        let decoding: DecodingHandler = { object, payload, reply, cell in
+            let message: M
+            do {
+                message = try cell.decoder.decode(M.self, from: payload)
+            } catch {
+                cell.decodeFailed(error, manifest: M.manifest, reply: reply)
+                return .finished
+            }
+            return withUnsafePointer(to: message) { handler(object, $0, reply, cell) }
+        }
         let key = ObjectIdentifier(M.self)
         if let i = types.firstIndex(of: key) {
             handlers[i] = handler
+            decodingHandlers[i] = decoding
         } else {
             types.append(key)
             handlers.append(handler)
+            manifests.append(Array(M.manifest.utf8))
+            decodingHandlers.append(decoding)
         }
+    }
+
+    /// The decoding handler for a manifest, compared byte for byte.
+    func decodingHandler(for manifest: UnsafeRawBufferPointer) -> DecodingHandler? {
+        for i in manifests.indices where manifests[i].elementsEqual(manifest) { return decodingHandlers[i] }
+        return nil
     }
 
     /// The handler for `M`, if declared. A linear scan: actors declare a

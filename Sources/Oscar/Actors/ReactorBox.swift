@@ -11,6 +11,14 @@ class AnyReactorBox {
     ) -> ReactionOutcome? {
         fatalError("abstract")
     }
+
+    /// Decodes and runs a message that arrived encoded; nil when the actor has
+    /// no reaction for that manifest.
+    func receive(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        fatalError("abstract")
+    }
 }
 
 final class ReactorBox<A: Reactor>: AnyReactorBox {
@@ -32,5 +40,12 @@ final class ReactorBox<A: Reactor>: AnyReactorBox {
     ) -> ReactionOutcome? {
         guard let handler = table.handler(for: type) else { return nil }
         return handler(instance, pointer, reply, cell)
+    }
+
+    override func receive(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        guard let handler = table.decodingHandler(for: manifest) else { return nil }
+        return handler(instance, payload, reply, cell)
     }
 }

@@ -8,15 +8,42 @@ protocol ReplyTarget: AnyObject, Sendable {
     func arm(on loop: EventLoop)
     func succeed<R: Codable & Sendable>(_ value: R)
     func fail(_ error: AskError)
+    /// Completes from a reply or failure frame, decoding the payload.
+    func complete(wire kind: WireKind, payload: UnsafeRawBufferPointer, decoder: CBORDecoder)
+    /// Set when the ask waits on another node: told when the ask completes,
+    /// so that node's table of waiting asks forgets it.
+    func waitOn(_ table: any PendingAskTable, correlation: UInt64)
 }
 
-/// Something messages can be delivered to: one actor, or a pool that routes.
+/// Where asks to another node wait for their replies (one per connection).
+protocol PendingAskTable: AnyObject {
+    func forget(_ correlation: UInt64)
+}
+
+/// Something messages can be delivered to: one actor, a pool that routes, or
+/// an actor on another node.
 protocol MessageTarget: AnyObject, Sendable {
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?)
+    /// Delivers a message that arrived encoded; the bytes are only borrowed.
+    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?)
 }
 
-/// A message waiting in a mailbox.
-struct MailboxEntry {
-    let message: any Message
-    let reply: (any ReplyTarget)?
+/// A message waiting in a mailbox: a value sent locally, or the bytes of one
+/// that arrived from another node, decoded only when the actor takes it.
+enum MailboxEntry {
+    case message(any Message, reply: (any ReplyTarget)?)
+    case encoded(manifest: [UInt8], payload: [UInt8], reply: (any ReplyTarget)?)
+
+    var reply: (any ReplyTarget)? {
+        switch self {
+        case .message(_, let reply), .encoded(_, _, let reply): reply
+        }
+    }
+
+    var manifest: String {
+        switch self {
+        case .message(let m, _): type(of: m).manifest
+        case .encoded(let manifest, _, _): String(decoding: manifest, as: UTF8.self)
+        }
+    }
 }

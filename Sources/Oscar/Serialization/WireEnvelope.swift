@@ -67,10 +67,10 @@ public struct WireEnvelope {
 
     /// Appends one whole frame (length prefix included) to `out`.
     /// `payload` writes the CBOR payload in place; the length is patched after.
-    static func append(
+    static func append<E: Error>(
         to out: inout [UInt8], kind: WireKind, correlation: UInt64 = 0, recipient: String = "", sender: String? = nil,
-        manifest: String = "", payload: (inout [UInt8]) throws(CBORError) -> Void
-    ) throws(CBORError) {
+        manifest: String = "", payload: (inout [UInt8]) throws(E) -> Void
+    ) throws(E) {
         let start = out.count
         out.append(contentsOf: [0, 0, 0, 0, kind.rawValue, sender == nil ? 0 : hasSender])
         if hasCorrelation(kind) {

@@ -1,0 +1,226 @@
+import CLibUV
+
+/// Everything this node has to do with one other node: the connection (at
+/// most one), frames waiting to go out, and asks waiting for replies. Lives
+/// on the transport's I/O loop; other threads reach it through `execute`.
+///
+/// Invariants:
+/// - FIFO per sender: frames are appended to `outbound` in send order and
+///   written in that order, all frames of one loop turn in one write.
+/// - Every ask in `pending` ends: by its reply, its timeout, or — at once —
+///   `nodeUnreachable` when the connection is lost or cannot be made.
+/// - `outbound` never grows past `outboundCapacity` bytes: beyond it a tell
+///   becomes a dead letter and an ask fails with `outboundFull`.
+final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
+    /// host:port of the node; the uid is learned from the handshake.
+    let node: NodeAddress
+    private unowned let transport: Transport
+    private var loop: EventLoop { transport.ioLoop }
+
+    private(set) var connection: Connection?
+    private var connecting: Connection?
+    private(set) var peerUID: UInt64 = 0
+    private var outbound: [UInt8] = []
+    private var flushScheduled = false
+    private var pending: [UInt64: any ReplyTarget] = [:]
+    private var nextCorrelation: UInt64 = 1
+    /// Until this `uv_hrtime` instant, sends fail at once instead of
+    /// reconnecting (after a failed attempt, with exponential backoff).
+    private var gatedUntil: UInt64 = 0
+    private var gateReason = ""
+    private var backoff: Duration
+
+    /// Flush to the socket mid-turn past this many bytes, so one sender in a
+    /// tight loop does not pile everything up before the turn ends.
+    static let eagerFlushBytes = 256 * 1024
+
+    init(node: NodeAddress, transport: Transport) {
+        self.node = NodeAddress(host: node.host, port: node.port)
+        self.transport = transport
+        self.backoff = transport.settings.reconnectBackoffMin
+    }
+
+    // MARK: - Sending (I/O loop)
+
+    func send(
+        kind: WireKind, recipient: String, manifest: String, uid: UInt64, payload: [UInt8], reply: (any ReplyTarget)?
+    ) {
+        loop.preconditionInEventLoop()
+        if uid != 0, peerUID != 0, uid != peerUID {
+            refuse(manifest, reply, .nodeUnreachable(node, "incarnation \(uid) of \(node) is gone (now \(peerUID))"))
+            return
+        }
+        if connection == nil, uv_hrtime() < gatedUntil {
+            refuse(manifest, reply, .nodeUnreachable(node, gateReason))
+            return
+        }
+        guard outbound.count + payload.count < transport.settings.outboundCapacity else {
+            refuse(manifest, reply, .outboundFull(node))
+            return
+        }
+        var correlation: UInt64 = 0
+        if let reply {
+            correlation = nextCorrelation
+            nextCorrelation &+= 1
+            pending[correlation] = reply
+            reply.waitOn(self, correlation: correlation)
+            reply.arm(on: loop)
+        }
+        WireEnvelope.append(
+            to: &outbound, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+            payload: { $0.append(contentsOf: payload) })
+        outboundChanged()
+    }
+
+    /// Sends the outcome of an ask that came from this node.
+    func sendOutcome(_ kind: WireKind, correlation: UInt64, payload: [UInt8]) {
+        loop.preconditionInEventLoop()
+        guard connection != nil else { return }  // the asker's side fails its ask itself
+        WireEnvelope.append(
+            to: &outbound, kind: kind, correlation: correlation, payload: { $0.append(contentsOf: payload) })
+        outboundChanged()
+    }
+
+    private func outboundChanged() {
+        if let connection {
+            if outbound.count >= Self.eagerFlushBytes {
+                flush(to: connection)
+            } else if !flushScheduled {
+                flushScheduled = true
+                loop.schedule(self)
+            }
+        } else if connecting == nil {
+            connect()
+        }
+    }
+
+    private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
+        if let reply {
+            reply.fail(error)
+        } else {
+            transport.system.deadLetter(manifest, to: ActorAddress(node: node, path: "?"), reason: error)
+        }
+    }
+
+    /// Flushes once per loop turn: every frame queued this turn in one write.
+    func run() {
+        flushScheduled = false
+        if let connection { flush(to: connection) }
+    }
+
+    private func flush(to connection: Connection) {
+        guard !outbound.isEmpty else { return }
+        connection.write(outbound)
+        outbound.removeAll(keepingCapacity: true)
+    }
+
+    func forget(_ correlation: UInt64) { pending.removeValue(forKey: correlation) }
+
+    // MARK: - Connections
+
+    private func connect() {
+        guard let address = SocketAddress.ipv4(node.host, node.port) else {
+            gate("'\(node.host)' is not an IPv4 address")
+            failPending("'\(node.host)' is not an IPv4 address")
+            return
+        }
+        let conn = Connection(transport: transport, initiator: true)
+        conn.association = self
+        connecting = conn
+        transport.track(conn)
+        conn.connect(to: address)
+    }
+
+    /// A connection to this node finished its handshake.
+    func adopt(_ conn: Connection, peer: NodeAddress) {
+        if peerUID != 0, peer.uid != peerUID {
+            Log.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
+            failPending("\(node) restarted")
+        }
+        if let current = connection, current !== conn {
+            // Simultaneous connects: both nodes keep the connection opened by
+            // the node with the smaller uid, so they agree without talking.
+            let localUID = transport.localNode.uid
+            func initiatorUID(_ c: Connection) -> UInt64 { c.isInitiator ? localUID : peer.uid }
+            if initiatorUID(current) <= initiatorUID(conn) {
+                conn.closeReason = "duplicate connection (simultaneous connect)"
+                conn.close(conn.closeReason, flushFirst: true)
+                return
+            }
+            current.closeReason = "duplicate connection (simultaneous connect)"
+            current.association = nil
+            current.close(current.closeReason, flushFirst: true)
+        }
+        if connecting === conn { connecting = nil }
+        conn.association = self
+        connection = conn
+        peerUID = peer.uid
+        gatedUntil = 0
+        backoff = transport.settings.reconnectBackoffMin
+        Log.shared.info("connected to \(peer) (uid \(peer.uid))")
+        flush(to: conn)
+    }
+
+    /// A connection of this association closed (or never opened).
+    func lost(_ conn: Connection, reason: String) {
+        if conn === connecting { connecting = nil }
+        guard conn === connection || connection == nil else { return }
+        let wasEstablished = conn === connection
+        connection = nil
+        if wasEstablished { Log.shared.warning("lost the connection to \(node): \(reason)") }
+        outbound.removeAll()
+        failPending(reason)
+        gate(reason)
+    }
+
+    private func gate(_ reason: String) {
+        gateReason = reason
+        gatedUntil = EventLoop.deadline(after: backoff)
+        backoff = min(backoff * 2, transport.settings.reconnectBackoffMax)
+    }
+
+    private func failPending(_ reason: String) {
+        let waiting = pending
+        pending.removeAll()
+        for (_, reply) in waiting { reply.fail(.nodeUnreachable(node, reason)) }
+    }
+
+    func shutdown() {
+        failPending("this node is shutting down")
+        connection?.close("shutting down", flushFirst: true)
+        connecting?.close("shutting down")
+    }
+
+    // MARK: - Receiving
+
+    func receive(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
+        let envelope = try WireEnvelope.parse(frame)
+        switch envelope.kind {
+        case .tell, .ask:
+            let path = UnsafeRawBufferPointer(rebasing: frame[envelope.recipient])
+            let reply: RemoteReply? =
+                envelope.kind == .ask ? RemoteReply(association: self, correlation: envelope.correlation) : nil
+            guard let target = transport.localTarget(path: path) else {
+                let address = ActorAddress(node: transport.localNode, path: String(decoding: path, as: UTF8.self))
+                let manifest = String(
+                    decoding: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]), as: UTF8.self)
+                if let reply {
+                    reply.fail(.actorNotFound(address))
+                } else {
+                    transport.system.deadLetter(manifest, to: address, reason: .actorNotFound(address))
+                }
+                return
+            }
+            target.deliverEncoded(
+                manifest: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]),
+                payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]), reply: reply)
+        case .reply, .failure:
+            guard let waiting = pending.removeValue(forKey: envelope.correlation) else { return }  // timed out
+            waiting.complete(
+                wire: envelope.kind, payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
+                decoder: transport.system.decoder)
+        default:
+            throw .malformedFrame("\(envelope.kind) frame after the handshake")
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/// An actor system that is also a node on the network: it listens, and its
+/// refs reach actors on other nodes with the same `tell` and `ask`.
+///
+/// ```swift
+/// let node = try ClusterNode(settings: .init(port: 7001, secret: "s3cret")) { actors in
+///     actors.singleton("echo") { EchoActor() }
+/// }
+/// let remote = node.system.ref("oscar://127.0.0.1:7002/user/echo")!
+/// let reply = try await remote.ask(Echo(text: "hi"))
+/// node.shutdown()
+/// ```
+public final class ClusterNode: Sendable {
+    public struct Settings: Sendable {
+        /// Address to listen on (an IPv4 literal).
+        public var host: String
+        /// Port to listen on; 0 picks a free one (see `address`).
+        public var port: Int
+        /// The cluster secret: nodes connect only when theirs match. Never sent.
+        public var secret: String
+        /// Event loops; default one per core.
+        public var loopCount: Int
+        /// Waiting messages per actor before new ones are refused.
+        public var mailboxCapacity: Int
+        /// Largest frame sent or accepted, in bytes (default 4 MiB). A larger
+        /// incoming frame closes that connection; a larger outgoing message
+        /// fails with `messageTooLarge`.
+        public var maxFrameSize: Int
+        /// Bytes that may wait to go to one node (default 64 MiB).
+        public var outboundCapacity: Int
+        public var name: String
+
+        public init(
+            host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
+            mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
+            name: String = "oscar"
+        ) {
+            self.host = host
+            self.port = port
+            self.secret = secret
+            self.loopCount = loopCount
+            self.mailboxCapacity = mailboxCapacity
+            self.maxFrameSize = maxFrameSize
+            self.outboundCapacity = outboundCapacity
+            self.name = name
+        }
+    }
+
+    public let system: ActorSystem
+
+    /// This node: the host and the port it actually listens on, and its uid.
+    public var address: NodeAddress { system.node }
+
+    public init(
+        settings: Settings, services: ServiceLocator = ServiceLocator(),
+        _ build: (inout ActorSystemBuilder) -> Void = { _ in }
+    ) throws(TransportError) {
+        let (fd, port) = try SocketAddress.listen(host: settings.host, port: settings.port)
+        system = ActorSystem(
+            settings: .init(
+                name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
+                node: .local(host: settings.host, port: port)),
+            services: services, build)
+        var transportSettings = Transport.Settings()
+        transportSettings.maxFrameSize = settings.maxFrameSize
+        transportSettings.outboundCapacity = settings.outboundCapacity
+        let transport = Transport(system: system, secret: settings.secret, settings: transportSettings)
+        system.attach(transport)
+        try transport.listen(fd: fd)
+    }
+
+    /// Closes every connection (waiting asks fail with `nodeUnreachable`),
+    /// stops every actor and loop.
+    public func shutdown() { system.shutdown() }
+}

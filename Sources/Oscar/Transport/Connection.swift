@@ -1,0 +1,240 @@
+import CLibUV
+
+/// One TCP connection to another node: the preamble, the handshake, framing
+/// and writes. Owns its `uv_tcp_t`; lives on the transport's I/O loop.
+///
+/// The handle's `data` holds this object retained until the close callback,
+/// so no libuv callback can see it freed.
+final class Connection {
+    enum State { case connecting, handshaking, established, closed }
+
+    let loop: EventLoop
+    let isInitiator: Bool
+    private unowned let transport: Transport
+    private let tcp: UnsafeMutablePointer<uv_tcp_t>
+    private var handshake: Handshake
+    private let buffer: FrameBuffer
+    private var preambleSeen = false
+    private(set) var state = State.connecting
+    private(set) var peer: NodeAddress?
+    private var handshakeTimer: LoopTimer?
+    /// The association this connection serves once established.
+    weak var association: Association?
+    /// Set when this side closed deliberately (a tie-break, say), so the close
+    /// is not reported as a failure.
+    var closeReason = ""
+
+    init(transport: Transport, initiator: Bool) {
+        self.transport = transport
+        self.loop = transport.ioLoop
+        self.isInitiator = initiator
+        handshake = Handshake(
+            role: initiator ? .initiator : .acceptor, local: transport.localNode, secret: transport.secret,
+            nonce: Handshake.randomNonce())
+        buffer = FrameBuffer(maxFrame: transport.settings.maxFrameSize)
+        tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
+        uv_tcp_init(loop.uvLoopPointer, tcp)
+        UVHandle.retainOwner(self, in: tcp)
+    }
+
+    var stream: UnsafeMutablePointer<uv_stream_t> {
+        UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+    }
+
+    // MARK: - Opening
+
+    func connect(to address: sockaddr_in) {
+        armHandshakeTimeout()
+        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        var address = address
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_connect(request, tcp, $0, onConnect) }
+        }
+        if rc != 0 {
+            Unmanaged<Connection>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            close("connect failed: \(String(cString: uv_strerror(rc)))")
+        }
+    }
+
+    fileprivate func connected(status: Int32) {
+        guard state == .connecting else { return }
+        guard status == 0 else {
+            close("connect failed: \(String(cString: uv_strerror(status)))")
+            return
+        }
+        begin()
+    }
+
+    /// Accepts a pending connection from the listening stream.
+    func accept(from server: UnsafeMutablePointer<uv_stream_t>) -> Bool {
+        guard uv_accept(server, stream) == 0 else {
+            close("accept failed")
+            return false
+        }
+        armHandshakeTimeout()
+        begin()
+        return true
+    }
+
+    private func begin() {
+        state = .handshaking
+        uv_tcp_nodelay(tcp, 1)
+        uv_read_start(stream, onAlloc, onRead)
+        write(Handshake.preamble)
+        perform(handshake.onStart())
+    }
+
+    private func armHandshakeTimeout() {
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
+            guard let self, self.state != .established else { return }
+            self.close("no handshake within \(self.transport.settings.handshakeTimeout)")
+        }
+    }
+
+    // MARK: - Reading
+
+    fileprivate func readBuffer() -> UnsafeMutableRawBufferPointer { buffer.prepareForRead() }
+
+    fileprivate func didRead(_ count: Int) {
+        guard count >= 0 else {
+            close(
+                count == Int(UV_EOF.rawValue)
+                    ? "the peer closed the connection" : String(cString: uv_strerror(Int32(count))))
+            return
+        }
+        buffer.didRead(count)
+        do throws(WireError) {
+            if !preambleSeen {
+                guard let preamble = buffer.take(Handshake.preamble.count) else { return }
+                preambleSeen = true
+                perform(handshake.onPreamble(preamble))
+            }
+            while state != .closed, let frame = try buffer.nextFrame() {
+                if state == .established {
+                    try association?.receive(frame, on: self)
+                } else {
+                    guard let kind = frame.first.flatMap(WireKind.init(rawValue:)) else {
+                        throw .malformedFrame("handshake frame without a kind")
+                    }
+                    perform(handshake.onFrame(kind, Array(frame.dropFirst())))
+                }
+            }
+        } catch {
+            Log.shared.error("closing the connection to \(peerDescription): \(error)")
+            close(error.description)
+        }
+    }
+
+    private var peerDescription: String { peer.map { "\($0)" } ?? "a peer" }
+
+    private func perform(_ directives: [Handshake.Directive]) {
+        for directive in directives {
+            switch directive {
+            case .send(let kind, let payload):
+                write(Self.handshakeFrame(kind, payload))
+            case .established(let node):
+                peer = node
+                state = .established
+                if let t = handshakeTimer { loop.cancelTimer(t) }
+                transport.established(self, peer: node)
+            case .fail(let reason, let tellPeer):
+                peer = peer ?? handshake.peer
+                Log.shared.error("handshake with \(peerDescription) failed: \(reason)")
+                if tellPeer { write(Self.handshakeFrame(.reject, Handshake.rejectPayload(reason))) }
+                transport.handshakeFailed(self, reason: reason)
+                close(reason, flushFirst: true)
+                return
+            }
+        }
+    }
+
+    /// A handshake frame: length, kind, CBOR payload (no envelope header).
+    static func handshakeFrame(_ kind: WireKind, _ payload: [UInt8]) -> [UInt8] {
+        let length = UInt32(payload.count + 1)
+        return [
+            UInt8(length >> 24), UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+            UInt8(truncatingIfNeeded: length), kind.rawValue,
+        ] + payload
+    }
+
+    // MARK: - Writing
+
+    /// Queues bytes for the socket. libuv writes at once what the socket
+    /// takes and keeps the rest; the copy lives until the write completes.
+    func write(_ bytes: [UInt8]) {
+        guard state != .closed, !bytes.isEmpty else { return }
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
+        bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.pointee.data = memory
+        var buf = uv_buf_init(memory.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let rc = uv_write(request, stream, &buf, 1, onWrite)
+        if rc != 0 {
+            memory.deallocate()
+            request.deallocate()
+            close("write failed: \(String(cString: uv_strerror(rc)))")
+        }
+    }
+
+    /// Bytes handed to libuv and not yet written to the socket.
+    var unsentBytes: Int { Int(uv_stream_get_write_queue_size(stream)) }
+
+    // MARK: - Closing
+
+    /// Closes the connection; with `flushFirst`, after queued writes finish.
+    func close(_ reason: String, flushFirst: Bool = false) {
+        guard state != .closed else { return }
+        state = .closed
+        if closeReason.isEmpty { closeReason = reason }
+        if let t = handshakeTimer { loop.cancelTimer(t) }
+        uv_read_stop(stream)
+        transport.closed(self, reason: closeReason)
+        if flushFirst {
+            let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+            if uv_shutdown(request, stream, onShutdown) == 0 { return }
+            request.deallocate()
+        }
+        UVHandle.close(tcp)
+    }
+
+    fileprivate func shutdownFinished() { UVHandle.close(tcp) }
+}
+
+// MARK: - C callbacks
+
+private func connection(_ handle: UnsafeMutableRawPointer?) -> Connection {
+    UVHandle.owner(of: handle, as: Connection.self)
+}
+
+private func onConnect(_ request: UnsafeMutablePointer<uv_connect_t>?, _ status: Int32) {
+    let conn = Unmanaged<Connection>.fromOpaque(request!.pointee.data).takeRetainedValue()
+    request!.deallocate()
+    conn.connected(status: status)
+}
+
+private func onAlloc(
+    _ handle: UnsafeMutablePointer<uv_handle_t>?, _ suggested: Int, _ buf: UnsafeMutablePointer<uv_buf_t>?
+) {
+    let region = connection(handle).readBuffer()
+    buf!.pointee = uv_buf_init(region.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(region.count))
+}
+
+private func onRead(_ stream: UnsafeMutablePointer<uv_stream_t>?, _ nread: Int, _ buf: UnsafePointer<uv_buf_t>?) {
+    if nread == 0 { return }  // EAGAIN: nothing read this time
+    connection(stream).didRead(nread)
+}
+
+private func onWrite(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
+    request!.pointee.data.deallocate()
+    request!.deallocate()
+}
+
+private func onShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ status: Int32) {
+    let stream = request!.pointee.handle
+    request!.deallocate()
+    guard let stream, uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
+    else { return }
+    connection(stream).shutdownFinished()
+}

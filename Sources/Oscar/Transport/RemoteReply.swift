@@ -1,0 +1,42 @@
+/// The reply side of an ask that came from another node: the reaction's
+/// outcome is encoded and sent back with the ask's correlation id.
+final class RemoteReply: ReplyTarget, @unchecked Sendable {
+    private let association: Association
+    private let correlation: UInt64
+    private let loop: EventLoop
+
+    init(association: Association, correlation: UInt64) {
+        self.association = association
+        self.correlation = correlation
+        self.loop = EventLoop.current!
+    }
+
+    /// The asker runs the timeout; nothing to arm here.
+    func arm(on loop: EventLoop) {}
+    func waitOn(_ table: any PendingAskTable, correlation: UInt64) {}
+
+    func succeed<R: Codable & Sendable>(_ value: R) {
+        do {
+            send(.reply, try CBOREncoder().encode(value))
+        } catch {
+            fail(.handlerFailed("the reply could not be encoded: \(error)"))
+        }
+    }
+
+    func fail(_ error: AskError) {
+        send(.failure, (try? CBOREncoder().encode(error)) ?? [])
+    }
+
+    func complete(wire kind: WireKind, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+        send(kind, Array(payload))
+    }
+
+    private func send(_ kind: WireKind, _ payload: [UInt8]) {
+        let (association, correlation) = (self.association, self.correlation)
+        if loop.inEventLoop {
+            association.sendOutcome(kind, correlation: correlation, payload: payload)
+        } else {
+            loop.execute { association.sendOutcome(kind, correlation: correlation, payload: payload) }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import CLibUV
+import Dispatch
+import Synchronization
+
+/// A node's network side: the listening socket, one association per remote
+/// node, and delivery of arriving messages to local actors.
+///
+/// All connections live on one loop, the I/O loop (the group's first). A
+/// connection belongs to one loop as DESIGN asks; putting them all on one
+/// means inbound and outbound connections never need to move between loops,
+/// and simultaneous connects are settled on one thread. Actors still spread
+/// over every loop; sends between loops are batched through the inboxes.
+final class Transport: @unchecked Sendable {
+    struct Settings: Sendable {
+        var maxFrameSize = 4 << 20
+        var outboundCapacity = 64 << 20
+        var handshakeTimeout: Duration = .seconds(5)
+        var reconnectBackoffMin: Duration = .milliseconds(100)
+        var reconnectBackoffMax: Duration = .seconds(5)
+    }
+
+    let settings: Settings
+    let secret: [UInt8]
+    let localNode: NodeAddress
+    let ioLoop: EventLoop
+    unowned let system: ActorSystem
+    private let associations = Mutex<[String: Association]>([:])
+    private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    private var connections: [ObjectIdentifier: Connection] = [:]
+
+    init(system: ActorSystem, secret: String, settings: Settings) {
+        self.system = system
+        self.secret = Array(secret.utf8)
+        self.settings = settings
+        self.localNode = system.node
+        self.ioLoop = system.loops.loops[0]
+    }
+
+    /// Starts accepting on an already bound socket; waits until the loop has it.
+    func listen(fd: Int32) throws(TransportError) {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Int32>(0)
+        ioLoop.execute { [self] in
+            let tcp = UVHandle.allocate(uv_tcp_t.self, on: ioLoop)
+            uv_tcp_init(ioLoop.uvLoopPointer, tcp)
+            UVHandle.retainOwner(self, in: tcp)
+            var rc = uv_tcp_open(tcp, uv_os_sock_t(fd))
+            if rc == 0 {
+                rc = uv_listen(
+                    UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self), 1024, onConnection)
+            }
+            if rc == 0 { listener = tcp } else { UVHandle.close(tcp) }
+            result.withLock { $0 = rc }
+            done.signal()
+        }
+        done.wait()
+        let rc = result.withLock { $0 }
+        guard rc == 0 else { throw .bindFailed("\(localNode)", String(cString: uv_strerror(rc))) }
+    }
+
+    fileprivate func accept(from server: UnsafeMutablePointer<uv_stream_t>) {
+        let conn = Connection(transport: self, initiator: false)
+        if conn.accept(from: server) { connections[ObjectIdentifier(conn)] = conn }
+    }
+
+    // MARK: - Associations
+
+    func association(for node: NodeAddress) -> Association {
+        let key = "\(node.host):\(node.port)"
+        return associations.withLock { a in
+            if let existing = a[key] { return existing }
+            let created = Association(node: node, transport: self)
+            a[key] = created
+            return created
+        }
+    }
+
+    /// A ref to an actor on another node.
+    func remoteRef(_ address: ActorAddress) -> ActorRef {
+        ActorRef(
+            address: address,
+            target: RemoteTarget(address: address, association: association(for: address.node), transport: self))
+    }
+
+    /// The local actor (or pool) at `path`, for a message that arrived.
+    func localTarget(path: UnsafeRawBufferPointer) -> (any MessageTarget)? {
+        system.target(at: String(decoding: path, as: UTF8.self))
+    }
+
+    // MARK: - Connection events (I/O loop)
+
+    func established(_ conn: Connection, peer: NodeAddress) {
+        connections[ObjectIdentifier(conn)] = conn
+        association(for: peer).adopt(conn, peer: peer)
+    }
+
+    func handshakeFailed(_ conn: Connection, reason: String) {
+        conn.association?.lost(conn, reason: "rejected: \(reason)")
+    }
+
+    func closed(_ conn: Connection, reason: String) {
+        connections.removeValue(forKey: ObjectIdentifier(conn))
+        conn.association?.lost(conn, reason: reason)
+    }
+
+    /// Connections made outbound are tracked too, so shutdown closes them.
+    func track(_ conn: Connection) { connections[ObjectIdentifier(conn)] = conn }
+
+    // MARK: - Shutdown
+
+    /// Fails every waiting ask, closes every connection and the listener.
+    /// Runs on the I/O loop; the caller then shuts the loops down.
+    func shutdown() {
+        let done = DispatchSemaphore(value: 0)
+        let ran = ioLoop.execute { [self] in
+            for association in associations.withLock({ Array($0.values) }) { association.shutdown() }
+            for conn in connections.values { conn.close("shutting down") }
+            connections.removeAll()
+            if let listener { UVHandle.close(listener) }
+            listener = nil
+            done.signal()
+        }
+        if ran { done.wait() }
+    }
+}
+
+private func onConnection(_ server: UnsafeMutablePointer<uv_stream_t>?, _ status: Int32) {
+    guard status == 0, let server else { return }
+    UVHandle.owner(of: server, as: Transport.self).accept(from: server)
+}
