@@ -74,3 +74,167 @@ func node(_ secret: String = "s3cret", gate: Gate? = nil) throws -> ClusterNode 
         #expect(try await remote.ask(Total()) == 100)
     }
 }
+
+struct NobodyHandlesThis: Message { typealias Reply = Int }
+
+extension RemoteActorTests {
+    @Test func aRefSentInsideAMessageCanBeRepliedTo() async throws {
+        let a = try node()
+        let b = try node()
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        let localPing = a.system.actor("ping")!
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        // B receives a ref to A's actor and tells it back.
+        remote.tell(ReplyTo(replyTo: localPing, text: "hello"))
+        #expect(await eventually { (try? await localPing.ask(Heard())) == ["re: hello"] })
+        // B's actor asks an actor named in the message (on A) and answers.
+        #expect(try await remote.ask(AskVia(target: localPing)) == "via \(a.address.port): 7")
+    }
+
+    @Test func threeNodesKeepFIFOPerPairUnderLoad() async throws {
+        let nodes = try (0..<3).map { _ in try node() }
+        defer { nodes.forEach { $0.shutdown() } }
+        let sink = try nodes[0].system.spawn("sink") { SequenceSink() }
+        // Two remote senders, each with 4 concurrent tasks sending 2,000 numbered tells.
+        await withTaskGroup(of: Void.self) { group in
+            for (n, sender) in nodes.dropFirst().enumerated() {
+                let ref = sender.system.ref(for: sink.address)
+                for task in 0..<4 {
+                    group.addTask {
+                        for seq in 0..<2_000 { ref.tell(Numbered(sender: n * 10 + task, seq: seq)) }
+                    }
+                }
+            }
+        }
+        #expect(await eventually(timeout: .seconds(20)) { (try? await sink.ask(ReportCount())) == 16_000 })
+        let seen = try await sink.ask(ReportSequences())
+        #expect(seen.count == 8)
+        for (sender, seqs) in seen { #expect(seqs == Array(0..<2_000), "sender \(sender) out of order") }
+    }
+
+    @Test func aNodeWithTheWrongSecretIsRejected() async throws {
+        let a = try node("right")
+        let b = try node("wrong")
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        do {
+            _ = try await remote.ask(Ping(n: 1), timeout: .seconds(3))
+            Issue.record("an ask across mismatched secrets must fail")
+        } catch {
+            guard case .nodeUnreachable(_, let why) = error else {
+                Issue.record("expected nodeUnreachable, got \(error)")
+                return
+            }
+            #expect(why.contains("secret"), "reason: \(why)")
+        }
+    }
+
+    @Test func aPeerThatGoesAwayFailsPendingAsksAtOnce() async throws {
+        let gate = Gate()
+        let a = try node()
+        let b = try node(gate: gate)
+        defer {
+            a.shutdown()
+            gate.open()
+        }
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        _ = try await remote.ask(Ping(n: 0))  // connected
+        let clock = ContinuousClock()
+        let start = clock.now
+        async let waiting = remote.ask(Slow(), timeout: .seconds(30))
+        #expect(await eventually { gate.waiting })
+        b.shutdown()
+        do {
+            _ = try await waiting
+            Issue.record("the ask must fail when its node goes away")
+        } catch {
+            guard case .nodeUnreachable = error as? AskError else {
+                Issue.record("expected nodeUnreachable, got \(error)")
+                return
+            }
+        }
+        #expect(clock.now - start < .seconds(1))
+    }
+
+    @Test func anUnknownManifestIsAnErrorAndTheNodeServesOn() async throws {
+        let a = try node()
+        let b = try node()
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        // The remote names itself with its uid, which the typed URI lacks.
+        await #expect(
+            throws: AskError.unhandled(manifest: "NobodyHandlesThis", ActorAddress(node: b.address, path: "/user/ping"))
+        ) {
+            try await remote.ask(NobodyHandlesThis())
+        }
+        let missing = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/nobody")!
+        await #expect(throws: AskError.actorNotFound(ActorAddress(node: b.address, path: "/user/nobody"))) {
+            try await missing.ask(Ping(n: 1))
+        }
+        #expect(try await remote.ask(Ping(n: 2)).n == 2)
+    }
+
+    @Test func aRestartedPeerIsReconnectedAsANewIncarnation() async throws {
+        let a = try node()
+        var b = try node()
+        let port = b.address.port
+        let firstUID = b.address.uid
+        let remote = a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!
+        _ = try await remote.ask(Ping(n: 1))
+        // A ref that names the first incarnation explicitly.
+        let pinned = a.system.ref(for: ActorAddress(node: b.address, path: "/user/ping"))
+        b.shutdown()
+        b = try ClusterNode(settings: .init(port: port, secret: "s3cret", loopCount: 2)) { actors in
+            actors.singleton("ping") { PingActor() }
+        }
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        #expect(b.address.uid != firstUID)
+        // After the reconnect backoff, the unpinned ref reaches the new incarnation.
+        #expect(await eventually { (try? await remote.ask(Ping(n: 2), timeout: .milliseconds(500)))?.n == 2 })
+        // Messages for the old incarnation are refused, not delivered to the new one.
+        do {
+            _ = try await pinned.ask(Ping(n: 3))
+            Issue.record("an ask to a gone incarnation must fail")
+        } catch {
+            guard case .nodeUnreachable(_, let why) = error else {
+                Issue.record("expected nodeUnreachable, got \(error)")
+                return
+            }
+            #expect(why.contains("incarnation"))
+        }
+    }
+}
+
+struct Numbered: Message {
+    var sender: Int
+    var seq: Int
+}
+struct ReportCount: Message { typealias Reply = Int }
+struct ReportSequences: Message { typealias Reply = [Int: [Int]] }
+
+final class SequenceSink: Reactor {
+    var seen: [Int: [Int]] = [:]
+    var count = 0
+    static func reactions(_ r: inout Reactions<SequenceSink>) {
+        r.on(
+            Numbered.self,
+            do: { me, m in
+                me.seen[m.sender, default: []].append(m.seq)
+                me.count += 1
+            })
+        r.on(ReportCount.self, result: { me, _ in me.count })
+        r.on(ReportSequences.self, result: { me, _ in me.seen })
+    }
+}

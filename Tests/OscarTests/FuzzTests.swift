@@ -1,6 +1,7 @@
 import Foundation
-import Oscar
 import Testing
+
+@testable import Oscar
 
 /// Random and mutated inputs into the decoders: they may fail, but only with
 /// their typed errors, and never trap. Fixed seed, so a failure replays.
@@ -59,5 +60,35 @@ import Testing
         // The mutations leave some inputs valid, so both paths were exercised.
         #expect(decodedSomething > 1_000)
         #expect(decodedSomething < Self.iterations)
+    }
+
+    @Test func frameAndEnvelopeDecodersOnlyEverThrowTypedErrors() throws {
+        var rng = SeededRandom(seed: 0xF4A3_E5)
+        var valid: [UInt8] = []
+        WireEnvelope.append(to: &valid, kind: .ask, correlation: 9, recipient: "/user/echo", manifest: "Echo") {
+            $0.append(contentsOf: [0xa1, 0x61, 0x74, 0x61, 0x78])
+        }
+        var frames = 0
+        var errors = 0
+        for i in 0..<Self.iterations {
+            let input: [UInt8] =
+                i % 3 == 0
+                ? (0..<Int.random(in: 0..<48, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
+                : Self.mutate(valid, &rng)
+            let buffer = FrameBuffer(maxFrame: 1024)
+            let region = buffer.prepareForRead()
+            region.copyBytes(from: input)
+            buffer.didRead(input.count)
+            do {
+                while let frame = try buffer.nextFrame() {
+                    frames += 1
+                    _ = try WireEnvelope.parse(frame)
+                }
+            } catch {
+                errors += 1
+            }
+        }
+        #expect(frames > 10_000)
+        #expect(errors > 1_000)
     }
 }

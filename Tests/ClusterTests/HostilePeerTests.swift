@@ -1,0 +1,139 @@
+import Glibc
+import Testing
+
+@testable import Oscar
+
+/// A bare TCP client that speaks the wire protocol by hand, to send what a
+/// correct node never would. Blocking, with receive timeouts, on 127.0.0.1.
+final class RawPeer {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = SocketAddress.ipv4("127.0.0.1", port)!
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard rc == 0 else { throw TransportError.invalidAddress("connect failed") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Exactly `count` bytes, or nil when the peer closed (or timed out).
+    func read(_ count: Int) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
+            if n <= 0 { return nil }
+            got += n
+        }
+        return out
+    }
+
+    func readFrame() -> (WireKind, [UInt8])? {
+        guard let header = read(4) else { return nil }
+        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        guard let body = read(length), let kind = WireKind(rawValue: body[0]) else { return nil }
+        return (kind, Array(body.dropFirst()))
+    }
+
+    /// True once the peer has closed the connection.
+    func closedByPeer() -> Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, 0) == 0
+    }
+
+    /// Completes a real handshake as an initiator with `secret`.
+    func handshake(secret: String) -> Bool {
+        var h = Handshake(
+            role: .initiator, local: .local(host: "127.0.0.1", port: 1), secret: Array(secret.utf8),
+            nonce: Handshake.randomNonce())
+        send(Handshake.preamble)
+        for case .send(let kind, let payload) in h.onStart() { send(Connection.handshakeFrame(kind, payload)) }
+        guard read(6) == Handshake.preamble else { return false }
+        while let (kind, payload) = readFrame() {
+            for directive in h.onFrame(kind, payload) {
+                switch directive {
+                case .send(let k, let p): send(Connection.handshakeFrame(k, p))
+                case .established: return true
+                case .fail: return false
+                }
+            }
+        }
+        return false
+    }
+}
+
+@Suite struct HostilePeerTests {
+    /// After `attack` against B, a well-behaved node A still gets answers from B.
+    func nodeServesOn(after attack: (Int) throws -> Void) async throws {
+        let a = try node()
+        let b = try node()
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        try attack(b.address.port)
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        #expect(try await remote.ask(Ping(n: 5)).n == 5)
+    }
+
+    @Test func anOversizedFrameClosesOnlyThatConnection() async throws {
+        try await nodeServesOn { port in
+            let peer = try RawPeer(port: port)
+            #expect(peer.handshake(secret: "s3cret"))
+            peer.send([0x06, 0x00, 0x00, 0x00, 0x01])  // claims 100 MB, over the 4 MiB maximum
+            #expect(peer.closedByPeer())
+        }
+    }
+
+    @Test func aMalformedFrameClosesOnlyThatConnection() async throws {
+        try await nodeServesOn { port in
+            let peer = try RawPeer(port: port)
+            #expect(peer.handshake(secret: "s3cret"))
+            peer.send([0, 0, 0, 4, WireKind.tell.rawValue, 0, 0xff, 0xff])  // recipient runs past the frame
+            #expect(peer.closedByPeer())
+        }
+    }
+
+    @Test func garbageInsteadOfAHandshakeIsRefused() async throws {
+        try await nodeServesOn { port in
+            let peer = try RawPeer(port: port)
+            peer.send(Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            #expect(peer.read(6) == Handshake.preamble)  // the node speaks first
+            #expect(peer.closedByPeer())
+        }
+    }
+
+    @Test func aWrongSecretHearsWhyItWasRejected() async throws {
+        let b = try node()
+        defer { b.shutdown() }
+        let peer = try RawPeer(port: b.address.port)
+        var h = Handshake(
+            role: .initiator, local: .local(host: "127.0.0.1", port: 1), secret: Array("wrong".utf8),
+            nonce: Handshake.randomNonce())
+        peer.send(Handshake.preamble)
+        for case .send(let kind, let payload) in h.onStart() { peer.send(Connection.handshakeFrame(kind, payload)) }
+        _ = peer.read(6)
+        let challenge = try #require(peer.readFrame())
+        // Our side finds B's MAC wrong; B, given a wrong proof, says why.
+        let verdict = h.onFrame(challenge.0, challenge.1)
+        #expect(verdict.contains { if case .fail = $0 { true } else { false } })
+        peer.send(
+            Connection.handshakeFrame(
+                .proof, try CBOREncoder().encode(Handshake.Proof(mac: [UInt8](repeating: 0, count: 32)))))
+        let reject = try #require(peer.readFrame())
+        #expect(reject.0 == .reject)
+        let reason = try CBORDecoder().decode(Handshake.Reject.self, from: reject.1).reason
+        #expect(reason.contains("secret"))
+    }
+}
