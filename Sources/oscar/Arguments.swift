@@ -66,10 +66,12 @@ enum CLIError: Error, CustomStringConvertible {
     case usage(String)
     /// The command ran and failed: exit 1.
     case failed(String)
+    /// A failure with its own exit code.
+    case exit(Int32, String)
 
     var description: String {
         switch self {
-        case .usage(let text), .failed(let text): text
+        case .usage(let text), .failed(let text), .exit(_, let text): text
         }
     }
 
@@ -77,6 +79,7 @@ enum CLIError: Error, CustomStringConvertible {
         switch self {
         case .usage: 64
         case .failed: 1
+        case .exit(let code, _): code
         }
     }
 }

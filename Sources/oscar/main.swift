@@ -8,12 +8,22 @@ let usage = """
     oscar — distributed actors for Swift
 
     USAGE
+      oscar node [--port 7000] [--host 127.0.0.1] [--loops N] [--secret S] [--log-level info]
+                                      run a node hosting the demo actors (echo, counter, kv)
+      oscar ask URI Type JSON [--timeout 5s] [--secret S]
+                                      ask an actor; prints the reply as JSON
+      oscar tell URI Type JSON [--secret S]
+                                      tell an actor (waits until it has arrived)
       oscar demo                      start a local actor system and show a round trip
       oscar bench w4 [--count N]      workload W4: local tell throughput
       oscar help | --help             this text
       oscar version
 
-    Exit codes: 0 success, 1 the command failed, 64 bad arguments.
+    URI is oscar://host:port/path, e.g. oscar://127.0.0.1:7000/user/echo. The secret
+    comes from --secret or the OSCAR_SECRET environment variable.
+
+    Exit codes: 0 success; 1 the command failed (the actor or its node answered with
+    an error); 3 timeout; 4 node unreachable or connection refused; 64 bad arguments.
     """
 
 oscar_stdout_line_buffered()
@@ -35,6 +45,12 @@ do throws(CLIError) {
     case "demo":
         try args.rejectUnknownOptions()
         try await DemoCommand.run()
+    case "node":
+        try await NetworkCommands.node(&args)
+    case "ask":
+        try await NetworkCommands.ask(&args, json: args.has("json"))
+    case "tell":
+        try await NetworkCommands.tell(&args)
     case "bench":
         try await BenchCommand.run(&args)
     default:

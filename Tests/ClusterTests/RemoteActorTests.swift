@@ -127,8 +127,8 @@ extension RemoteActorTests {
             _ = try await remote.ask(Ping(n: 1), timeout: .seconds(3))
             Issue.record("an ask across mismatched secrets must fail")
         } catch {
-            guard case .nodeUnreachable(_, let why) = error else {
-                Issue.record("expected nodeUnreachable, got \(error)")
+            guard case .rejected(let why) = error else {
+                Issue.record("expected rejected, got \(error)")
                 return
             }
             #expect(why.contains("secret"), "reason: \(why)")

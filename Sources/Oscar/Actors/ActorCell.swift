@@ -239,7 +239,11 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         case .finished: reactionEnded()
         case .suspended: status = .suspended
         case nil:
-            refuse(manifest: manifest(), reply: reply, .unhandled(manifest: manifest(), address))
+            if manifest() == Identify.manifest {
+                reply?.succeed(address)
+            } else {
+                refuse(manifest: manifest(), reply: reply, .unhandled(manifest: manifest(), address))
+            }
             reactionEnded()
         }
     }

@@ -32,6 +32,42 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
         return try outcome.get()
     }
 
+    /// Asks with a message known only by its manifest and CBOR value (the
+    /// CLI's path: JSON in, JSON out). The recipient decodes it with its own
+    /// reaction for that manifest, exactly as if a typed message had been sent.
+    public func ask(
+        manifest: String, value: CBORValue, timeout: Duration = .seconds(5)
+    ) async throws(AskError)
+        -> CBORValue
+    {
+        guard let target else { throw .actorNotFound(address) }
+        let address = self.address
+        let payload = value.cbor
+        let outcome = await withCheckedContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
+            let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
+            var m = manifest
+            m.withUTF8 { manifestBytes in
+                payload.withUnsafeBytes { bytes in
+                    target.deliverEncoded(
+                        manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: pending)
+                }
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// Tells a message known only by its manifest and CBOR value.
+    public func tell(manifest: String, value: CBORValue) {
+        guard let target else { return }
+        let payload = value.cbor
+        var m = manifest
+        m.withUTF8 { manifestBytes in
+            payload.withUnsafeBytes { bytes in
+                target.deliverEncoded(manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: nil)
+            }
+        }
+    }
+
     public var description: String { address.uri }
 
     public static func == (a: ActorRef, b: ActorRef) -> Bool { a.address == b.address }

@@ -20,3 +20,11 @@ extension Message {
 public struct Done: Codable, Sendable, Hashable {
     public init() {}
 }
+
+/// Answered by every actor that does not declare its own reaction to it, with
+/// its address: a way to check an actor exists, and (since delivery is FIFO
+/// per sender) to know that everything sent to it before has arrived.
+public struct Identify: Message {
+    public typealias Reply = ActorAddress
+    public init() {}
+}

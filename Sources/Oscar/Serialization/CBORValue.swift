@@ -163,3 +163,36 @@ extension String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }
+
+/// Through Oscar's CBOR coders a `CBORValue` is written and read as itself,
+/// byte for byte; other coders see a best-effort mapping.
+extension CBORValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        if let cbor = decoder as? CBORDecoding {
+            var reader = cbor.reader(at: cbor.position)
+            self = try CBORValue.read(&reader, depth: 0)
+            return
+        }
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() {
+            self = .null
+        } else if let b = try? c.decode(Bool.self) {
+            self = .bool(b)
+        } else if let i = try? c.decode(Int64.self) {
+            self = i >= 0 ? .unsigned(UInt64(i)) : .negative(UInt64(-1 - i))
+        } else if let d = try? c.decode(Double.self) {
+            self = .float(d)
+        } else {
+            self = .text(try c.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if let cbor = encoder as? CBOREncoding {
+            write(to: &cbor.writer)
+            return
+        }
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+}

@@ -161,15 +161,23 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         flush(to: conn)
     }
 
-    /// A connection of this association closed (or never opened).
-    func lost(_ conn: Connection, reason: String) {
+    /// A connection of this association closed (or never opened). With
+    /// `rejected`, the peer refused us (secret or version): waiting asks fail
+    /// with `rejected` rather than `nodeUnreachable`.
+    func lost(_ conn: Connection, reason: String, rejected: Bool = false) {
         if conn === connecting { connecting = nil }
         guard conn === connection || connection == nil else { return }
         let wasEstablished = conn === connection
         connection = nil
-        if wasEstablished { Log.shared.warning("lost the connection to \(node): \(reason)") }
+        if wasEstablished {
+            if shuttingDown {
+                Log.shared.debug("closed the connection to \(node)")
+            } else {
+                Log.shared.warning("lost the connection to \(node): \(reason)")
+            }
+        }
         outbound.removeAll()
-        failPending(reason)
+        failPending(reason, as: rejected ? .rejected(reason) : nil)
         gate(reason)
     }
 
@@ -179,13 +187,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         backoff = min(backoff * 2, transport.settings.reconnectBackoffMax)
     }
 
-    private func failPending(_ reason: String) {
+    private func failPending(_ reason: String, as error: AskError? = nil) {
         let waiting = pending
         pending.removeAll()
-        for (_, reply) in waiting { reply.fail(.nodeUnreachable(node, reason)) }
+        for (_, reply) in waiting { reply.fail(error ?? .nodeUnreachable(node, reason)) }
     }
 
+    private var shuttingDown = false
+
     func shutdown() {
+        shuttingDown = true
+        if let connection { flush(to: connection) }
         failPending("this node is shutting down")
         connection?.close("shutting down", flushFirst: true)
         connecting?.close("shutting down")

@@ -95,7 +95,8 @@ final class Transport: @unchecked Sendable {
     }
 
     func handshakeFailed(_ conn: Connection, reason: String) {
-        conn.association?.lost(conn, reason: "rejected: \(reason)")
+        conn.association?.lost(conn, reason: reason, rejected: true)
+        conn.association = nil  // told once; the close that follows is not news to it
     }
 
     func closed(_ conn: Connection, reason: String) {

@@ -1,0 +1,164 @@
+import Dispatch
+import Glibc
+import Oscar
+
+/// `oscar node`, `oscar tell`, `oscar ask`.
+enum NetworkCommands {
+    /// The secret from `--secret`, else `OSCAR_SECRET`, else the development
+    /// default (with a warning).
+    static func secret(_ args: inout Arguments) -> String {
+        if let s = args.option("secret") { return s }
+        if let s = getenv("OSCAR_SECRET").map({ String(cString: $0) }), !s.isEmpty { return s }
+        FileStream.standardError.write(
+            "oscar: warning: no --secret or OSCAR_SECRET; using the development default secret\n")
+        return "oscar-development-secret"
+    }
+
+    /// Parses `2s`, `500ms`, `1m` or a plain number of seconds.
+    static func duration(_ text: String, option: String) throws(CLIError) -> Duration {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+        for (suffix, scale) in units where text.hasSuffix(suffix) {
+            if let v = Double(text.dropLast(suffix.count)), v > 0 { return .milliseconds(Int64(v * scale * 1000)) }
+        }
+        if let v = Double(text), v > 0 { return .milliseconds(Int64(v * 1000)) }
+        throw .usage("--\(option) takes a duration such as 2s or 500ms, not '\(text)'")
+    }
+
+    // MARK: - oscar node
+
+    static func node(_ args: inout Arguments) async throws(CLIError) {
+        let port = try args.int("port", default: 7000, range: 0...65535)
+        let host = args.option("host") ?? "127.0.0.1"
+        let loops = try args.int("loops", default: EventLoopGroup.defaultLoopCount, range: 1...256)
+        let secret = secret(&args)
+        let level = args.option("log-level") ?? "info"
+        try args.rejectUnknownOptions()
+        guard let logLevel = Log.Level.allCases.first(where: { $0.description == level }) else {
+            throw .usage("--log-level must be one of debug, info, warning, error, off")
+        }
+        Log.shared.level = logLevel
+        let node: ClusterNode
+        do {
+            node = try ClusterNode(settings: .init(host: host, port: port, secret: secret, loopCount: loops)) {
+                Demo.declare(in: &$0)
+            }
+        } catch {
+            throw .failed("\(error)")
+        }
+        Log.shared.setPrefix("[\(node.address)]")
+        print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
+        print("actors: /user/echo (Echo), /user/counter (Increment, GetCount), /user/kv (Put, Get)")
+        let signal = await waitForSignal([SIGINT, SIGTERM])
+        Log.shared.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"); shutting down")
+        node.shutdown()
+        print("oscar node stopped")
+    }
+
+    static func waitForSignal(_ signals: [Int32]) async -> Int32 {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            let once = OnceFlag()
+            var sources: [any DispatchSourceSignal] = []
+            for s in signals {
+                Glibc.signal(s, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: s)
+                source.setEventHandler {
+                    if once.claim() { continuation.resume(returning: s) }
+                }
+                source.resume()
+                sources.append(source)
+            }
+            SignalSources.keep(sources)
+        }
+    }
+
+    // MARK: - oscar tell / ask
+
+    struct Target {
+        var ref: ActorRef
+        var node: ClusterNode
+        var manifest: String
+        var value: CBORValue
+        var timeout: Duration
+    }
+
+    static func target(_ args: inout Arguments, command: String) throws(CLIError) -> Target {
+        guard args.positionals.count == 3 else {
+            throw .usage("usage: oscar \(command) oscar://host:port/user/actor MessageType '{json}'")
+        }
+        let (uri, manifest, json) = (args.positionals[0], args.positionals[1], args.positionals[2])
+        guard let address = ActorAddress(uri: uri) else {
+            throw .usage("'\(uri)' is not an actor URI such as oscar://127.0.0.1:7001/user/echo")
+        }
+        let value: CBORValue
+        do {
+            value = try JSONBridge.cbor(fromJSON: json)
+        } catch {
+            throw .usage("\(error)")
+        }
+        let timeout = try duration(args.option("timeout") ?? "5s", option: "timeout")
+        let secret = secret(&args)
+        try args.rejectUnknownOptions()
+        // A one-shot client: its own connection events are not news.
+        Log.shared.level = .off
+        let node: ClusterNode
+        do {
+            node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
+        } catch {
+            throw .failed("\(error)")
+        }
+        return Target(
+            ref: node.system.ref(for: address), node: node, manifest: manifest, value: value, timeout: timeout)
+    }
+
+    static func ask(_ args: inout Arguments, json: Bool) async throws(CLIError) {
+        let t = try target(&args, command: "ask")
+        defer { t.node.shutdown() }
+        do {
+            let reply = try await t.ref.ask(manifest: t.manifest, value: t.value, timeout: t.timeout)
+            print(JSONBridge.json(from: reply))
+        } catch {
+            throw askFailure(error)
+        }
+    }
+
+    static func tell(_ args: inout Arguments) async throws(CLIError) {
+        let t = try target(&args, command: "tell")
+        defer { t.node.shutdown() }
+        t.ref.tell(manifest: t.manifest, value: t.value)
+        // Delivery is FIFO per sender: once Identify is answered, the tell has
+        // arrived. Without this the process could exit before sending.
+        do {
+            _ = try await t.ref.ask(Identify(), timeout: t.timeout)
+        } catch {
+            throw askFailure(error)
+        }
+        print("sent \(t.manifest) to \(t.ref)")
+    }
+
+    /// Exit codes: 1 the actor or its node answered with an error, 3 timeout,
+    /// 4 the node is unreachable or refused us.
+    static func askFailure(_ error: AskError) -> CLIError {
+        switch error {
+        case .timeout: .exit(3, "\(error)")
+        case .nodeUnreachable, .rejected: .exit(4, "\(error)")
+        default: .failed("\(error)")
+        }
+    }
+}
+
+/// True for the first caller only.
+final class OnceFlag: @unchecked Sendable {
+    private var claimed = false
+    private let lock = DispatchQueue(label: "oscar.once")
+    func claim() -> Bool {
+        lock.sync {
+            defer { claimed = true }; return !claimed
+        }
+    }
+}
+
+/// Keeps signal sources alive for the life of the process.
+enum SignalSources {
+    nonisolated(unsafe) private static var kept: [any DispatchSourceSignal] = []
+    static func keep(_ sources: [any DispatchSourceSignal]) { kept += sources }
+}
