@@ -18,8 +18,11 @@ let package = Package(
         .target(name: "Oscar", dependencies: ["CLibUV", "CoreEngine"]),
         .executableTarget(name: "oscar", dependencies: ["Oscar"]),
         .testTarget(name: "CoreEngineTests", dependencies: ["CoreEngine"]),
-        .testTarget(name: "OscarTests", dependencies: ["Oscar"]),
-        .testTarget(name: "ClusterTests", dependencies: ["Oscar"]),
+        .target(name: "OscarTestSupport", path: "Tests/Support"),
+        .testTarget(name: "OscarTests", dependencies: ["Oscar", "OscarTestSupport"]),
+        .testTarget(name: "ClusterTests", dependencies: ["Oscar", "OscarTestSupport"]),
+        // Drives the real `oscar` binary; depends on it so `swift test` builds it.
+        .testTarget(name: "EndToEndTests", dependencies: ["oscar", "Oscar"]),
     ],
     swiftLanguageModes: [.v6]
 )

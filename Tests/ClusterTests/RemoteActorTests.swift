@@ -1,4 +1,5 @@
 import Oscar
+import OscarTestSupport
 import Testing
 
 struct Ping: Message {

@@ -1,4 +1,5 @@
 import Oscar
+import OscarTestSupport
 import Synchronization
 import Testing
 

@@ -14,6 +14,14 @@ public enum Demo {
         public var node: String
     }
 
+    /// Replies after `ms` milliseconds (at most a minute): for trying
+    /// timeouts and failures from the terminal.
+    public struct Sleep: Message {
+        public typealias Reply = EchoReply
+        public var ms: Int
+        public init(ms: Int) { self.ms = ms }
+    }
+
     /// Adds `by` to the counter.
     public struct Increment: Message {
         public var by: Int
@@ -47,6 +55,12 @@ public enum Demo {
         var node = ""
         static func reactions(_ r: inout Reactions<EchoActor>) {
             r.on(Echo.self, result: { me, m in EchoReply(text: m.text, node: me.node) })
+            r.on(
+                Sleep.self,
+                future: { me, m in
+                    try await Task.sleep(for: .milliseconds(min(max(m.ms, 0), 60_000)))
+                    return EchoReply(text: "slept \(m.ms) ms", node: me.node)
+                })
         }
         func started(_ context: ActorContext) { node = context.system.node.description }
     }

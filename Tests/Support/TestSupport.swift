@@ -1,9 +1,8 @@
-import Oscar
 import Synchronization
 
 /// Waits until `condition` holds, checking every few milliseconds, for at most
 /// `timeout`. Returns whether it held: a condition with a deadline, not a sleep.
-func eventually(
+public func eventually(
     timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let clock = ContinuousClock()
@@ -16,10 +15,11 @@ func eventually(
 }
 
 /// A one-shot barrier that async code can wait on and any thread can open.
-final class Gate: Sendable {
+public final class Gate: Sendable {
+    public init() {}
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    func wait() async {
+    public func wait() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let resumeNow = state.withLock { s -> Bool in
                 if s.open { return true }
@@ -31,9 +31,9 @@ final class Gate: Sendable {
     }
 
     /// True once something waits on the gate.
-    var waiting: Bool { state.withLock { !$0.waiters.isEmpty } }
+    public var waiting: Bool { state.withLock { !$0.waiters.isEmpty } }
 
-    func open() {
+    public func open() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.open = true
             defer { s.waiters = [] }
@@ -44,15 +44,17 @@ final class Gate: Sendable {
 }
 
 /// A thread-safe counter for observing what actors did.
-final class Tally: Sendable {
+public final class Tally: Sendable {
+    public init() {}
     private let value = Atomic<Int>(0)
-    func increment() { value.wrappingAdd(1, ordering: .relaxed) }
-    var count: Int { value.load(ordering: .relaxed) }
+    public func increment() { value.wrappingAdd(1, ordering: .relaxed) }
+    public var count: Int { value.load(ordering: .relaxed) }
 }
 
 /// A thread-safe append-only record.
-final class Record<T: Sendable>: Sendable {
+public final class Record<T: Sendable>: Sendable {
+    public init() {}
     private let items = Mutex<[T]>([])
-    func append(_ item: T) { items.withLock { $0.append(item) } }
-    var all: [T] { items.withLock { $0 } }
+    public func append(_ item: T) { items.withLock { $0.append(item) } }
+    public var all: [T] { items.withLock { $0 } }
 }

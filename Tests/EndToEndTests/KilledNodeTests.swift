@@ -1,0 +1,31 @@
+import Foundation
+import Oscar
+import Testing
+
+@Suite(.serialized) struct KilledNodeTests {
+    @Test func aSIGKILLedNodeFailsPendingAsksWithNodeUnreachableInUnderASecond() async throws {
+        let victim = try OscarProcess(["node", "--port", "0", "--loops", "1"])
+        let port = try #require(await victim.listeningPort())
+        let client = try ClusterNode(settings: .init(secret: "e2e-secret", loopCount: 1))
+        defer { client.shutdown() }
+        let echo = client.system.ref("oscar://127.0.0.1:\(port)/user/echo")!
+        _ = try await echo.ask(Demo.Echo(text: "up?"))
+
+        // Whether or not the ask has left this process when the node dies, it
+        // must end with nodeUnreachable, within a second, not at its timeout.
+        async let pending = echo.ask(Demo.Sleep(ms: 30_000), timeout: .seconds(30))
+        let clock = ContinuousClock()
+        let killedAt = clock.now
+        kill(victim.process.processIdentifier, SIGKILL)
+        do {
+            _ = try await pending
+            Issue.record("the ask must fail when its node is killed")
+        } catch {
+            guard case .nodeUnreachable = error as? AskError else {
+                Issue.record("expected nodeUnreachable, got \(error)")
+                return
+            }
+        }
+        #expect(clock.now - killedAt < .seconds(1))
+    }
+}

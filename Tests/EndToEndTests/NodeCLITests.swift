@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+
+/// Two real `oscar node` processes on 127.0.0.1, driven with `oscar ask` and
+/// `oscar tell` processes.
+@Suite(.serialized) struct NodeCLITests {
+    @Test func askAndTellBetweenTwoRealNodes() async throws {
+        let a = try OscarProcess(["node", "--port", "0", "--loops", "1"])
+        let b = try OscarProcess(["node", "--port", "0", "--loops", "1"])
+        let portA = try #require(await a.listeningPort())
+        let portB = try #require(await b.listeningPort())
+
+        let echo = try await OscarProcess.run([
+            "ask", "oscar://127.0.0.1:\(portA)/user/echo", "Echo", #"{"text":"hi"}"#,
+        ])
+        #expect(echo.status == 0, "\(echo.stderr)")
+        #expect(echo.stdout == "{\"text\":\"hi\",\"node\":\"127.0.0.1:\(portA)\"}\n")
+
+        for _ in 0..<2 {
+            let tell = try await OscarProcess.run([
+                "tell", "oscar://127.0.0.1:\(portB)/user/counter", "Increment", #"{"by":20}"#,
+            ])
+            #expect(tell.status == 0, "\(tell.stderr)")
+        }
+        let count = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portB)/user/counter", "GetCount", "{}"])
+        #expect(count.stdout == "40\n")
+
+        // Node B's counter is B's alone: A's is untouched.
+        let other = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portA)/user/counter", "GetCount", "{}"])
+        #expect(other.stdout == "0\n")
+
+        // Both nodes logged the connections, and stop cleanly on SIGINT / SIGTERM.
+        kill(a.process.processIdentifier, SIGINT)
+        kill(b.process.processIdentifier, SIGTERM)
+        a.process.waitUntilExit()
+        b.process.waitUntilExit()
+        #expect(a.process.terminationStatus == 0)
+        #expect(b.process.terminationStatus == 0)
+        #expect(await a.waitFor("oscar node stopped"))
+        #expect(a.stderr.value.contains("connected to"))
+    }
+
+    @Test func mistakesGetOneLineErrorsAndMeaningfulExitCodes() async throws {
+        let n = try OscarProcess(["node", "--port", "0", "--loops", "1"])
+        let port = try #require(await n.listeningPort())
+        let base = "oscar://127.0.0.1:\(port)"
+        let cases: [(args: [String], secret: String, status: Int32, says: String)] = [
+            (
+                ["ask", "\(base)/user/echo", "NoSuchType", "{}"], "e2e-secret", 1,
+                "no reaction for message type NoSuchType"
+            ),
+            (["ask", "\(base)/user/nobody", "Echo", #"{"text":"x"}"#], "e2e-secret", 1, "no actor at"),
+            (["ask", "\(base)/user/echo", "Echo", "{not json"], "e2e-secret", 64, "invalid JSON"),
+            (["ask", "not-a-uri", "Echo", "{}"], "e2e-secret", 64, "is not an actor URI"),
+            (["ask", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-secret", 1, "missing key 'text'"),
+            (["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-secret", 4, "unreachable"),
+            (["ask", "\(base)/user/echo", "Echo", #"{"text":"x"}"#], "not-the-secret", 4, "secret"),
+        ]
+        for c in cases {
+            let r = try await OscarProcess.run(c.args, secret: c.secret)
+            #expect(r.status == c.status, "\(c.args): \(r.stderr)")
+            #expect(r.stderr.contains(c.says), "\(c.args): \(r.stderr)")
+            #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
+        }
+    }
+}

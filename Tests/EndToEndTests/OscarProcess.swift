@@ -1,0 +1,95 @@
+import Foundation
+import Synchronization
+
+/// The `oscar` executable built next to this test bundle.
+enum OscarBinary {
+    static var url: URL {
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        // swift test runs .build/<triple>/debug/<Package>PackageTests.xctest
+        if dir.lastPathComponent.hasSuffix(".xctest") { dir.deleteLastPathComponent() }
+        return dir.appendingPathComponent("oscar")
+    }
+}
+
+/// Output a process wrote, collected as it arrives.
+final class Output: Sendable {
+    private let text = Mutex("")
+    func append(_ data: Data) { text.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+    var value: String { text.withLock { $0 } }
+}
+
+/// A running `oscar` process, killed (if still running) when released.
+final class OscarProcess {
+    let process = Process()
+    let stdout = Output()
+    let stderr = Output()
+    private let outPipe = Pipe()
+    private let errPipe = Pipe()
+
+    init(_ arguments: [String], secret: String = "e2e-secret") throws {
+        process.executableURL = OscarBinary.url
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["OSCAR_SECRET"] = secret
+        process.environment = env
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        let (so, se) = (stdout, stderr)
+        outPipe.fileHandleForReading.readabilityHandler = { so.append($0.availableData) }
+        errPipe.fileHandleForReading.readabilityHandler = { se.append($0.availableData) }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Runs `oscar` to completion (bounded by `timeout`) and returns its exit
+    /// code and output.
+    static func run(
+        _ arguments: [String], secret: String = "e2e-secret", timeout: Duration = .seconds(20)
+    ) async throws
+        -> (status: Int32, stdout: String, stderr: String)
+    {
+        let p = try OscarProcess(arguments, secret: secret)
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while p.process.isRunning, clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        if p.process.isRunning { p.process.terminate() }
+        p.process.waitUntilExit()
+        p.drain()
+        return (p.process.terminationStatus, p.stdout.value, p.stderr.value)
+    }
+
+    /// After exit: stops the handlers and reads what is left up to EOF, so
+    /// no output is lost to a handler that has not run yet.
+    func drain() {
+        for (pipe, output) in [(outPipe, stdout), (errPipe, stderr)] {
+            pipe.fileHandleForReading.readabilityHandler = nil
+            output.append(pipe.fileHandleForReading.readDataToEndOfFile())
+        }
+    }
+
+    /// Waits until stdout contains `text`, for at most `timeout`.
+    func waitFor(_ text: String, timeout: Duration = .seconds(10)) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while clock.now < deadline {
+            if stdout.value.contains(text) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return stdout.value.contains(text)
+    }
+
+    /// The port from "listening on oscar://host:PORT".
+    func listeningPort() async -> Int? {
+        guard await waitFor("listening on oscar://") else { return nil }
+        let line = stdout.value.split(separator: "\n").first { $0.contains("listening on oscar://") } ?? ""
+        let afterScheme = line.split(separator: "oscar://").last ?? ""
+        let authority = afterScheme.split(separator: " ").first ?? ""
+        return authority.split(separator: ":").last.flatMap { Int($0) }
+    }
+}
