@@ -1,21 +1,100 @@
+import Foundation
 import Oscar
 
 /// `oscar bench`: the shared workloads (`../shared/bench/README.md`), printing
 /// the peers' `name metric value unit` lines.
+///
+/// W1–W3 use two processes: this one is node A (the client); node B is a
+/// child `oscar bench serve`, started fresh for the workload. Start-up and
+/// connection set-up are not timed.
 enum BenchCommand {
+    static let secret = "oscar-bench"
+
     static func run(_ args: inout Arguments) async throws(CLIError) {
-        guard let workload = args.positionals.first else { throw .usage("bench needs a workload: w4") }
+        guard let workload = args.positionals.first else {
+            throw .usage("bench needs a workload: w1, w2, w3, w4 or all")
+        }
         switch workload {
         case "w4":
             let count = try args.int("count", default: 10_000_000, range: 1...1_000_000_000)
             try args.rejectUnknownOptions()
+            try await report { try await LocalTellBenchmark.run(count: count) }
+        case "w1", "w2", "w3":
+            let port = try args.int("connect", default: 0, range: 0...65535)
+            try args.rejectUnknownOptions()
+            try await remote(workload, connectTo: port)
+        case "all":
+            try args.rejectUnknownOptions()
+            for w in ["w1", "w2", "w3"] { try await remote(w, connectTo: 0) }
+            try await report { try await LocalTellBenchmark.run() }
+        case "serve":
+            let port = try args.int("port", default: 0, range: 0...65535)
+            try args.rejectUnknownOptions()
             do {
-                for figure in try await LocalTellBenchmark.run(count: count) { print(figure) }
+                try await RemoteBenchmark.serve(secret: secret, port: port) { print("PORT \($0)") }
             } catch {
                 throw .failed("\(error)")
             }
         default:
-            throw .usage("unknown workload '\(workload)'; available: w4")
+            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, serve")
         }
+    }
+
+    static func report(_ body: () async throws -> [BenchFigure]) async throws(CLIError) {
+        do {
+            for figure in try await body() { print(figure) }
+        } catch {
+            throw .failed("\(error)")
+        }
+    }
+
+    /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
+    static func remote(_ workload: String, connectTo port: Int) async throws(CLIError) {
+        if port != 0 {
+            try await report { try await RemoteBenchmark.run(workload, port: port, secret: secret) }
+            return
+        }
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        if !FileManager.default.isExecutableFile(atPath: server.executableURL!.path) {
+            server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        }
+        server.arguments = ["bench", "serve"]
+        let out = Pipe()
+        server.standardOutput = out
+        do {
+            try server.run()
+        } catch {
+            throw .failed("could not start node B: \(error)")
+        }
+        guard let line = readLine(out.fileHandleForReading), line.hasPrefix("PORT "), let p = Int(line.dropFirst(5))
+        else {
+            server.terminate()
+            throw .failed("node B did not report its port")
+        }
+        let cpuBefore = ProcessStats.cpuSeconds
+        do {
+            let figures = try await RemoteBenchmark.run(workload, port: p, secret: secret)
+            server.waitUntilExit()
+            for figure in figures { print(figure) }
+            let b = ProcessStats.children
+            print(BenchFigure(metric: "\(workload)_A_peak_rss", value: Double(ProcessStats.peakRSSKiB), unit: "KiB"))
+            print(BenchFigure(metric: "\(workload)_A_cpu", value: ProcessStats.cpuSeconds - cpuBefore, unit: "s"))
+            print(BenchFigure(metric: "\(workload)_B_peak_rss", value: Double(b.peakRSSKiB), unit: "KiB"))
+            print(BenchFigure(metric: "\(workload)_B_cpu", value: b.cpuSeconds, unit: "s"))
+        } catch {
+            server.terminate()
+            throw .failed("\(workload): \(error)")
+        }
+    }
+
+    /// One line from a pipe, byte by byte (the child prints it first thing).
+    static func readLine(_ handle: FileHandle) -> String? {
+        var bytes: [UInt8] = []
+        while let chunk = try? handle.read(upToCount: 1), let byte = chunk.first {
+            if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        return nil
     }
 }

@@ -20,10 +20,16 @@ public struct Flush: Message {
 }
 
 /// One line of benchmark output: `peer metric value unit`.
-public struct BenchFigure: Sendable, CustomStringConvertible {
+public struct BenchFigure: Codable, Sendable, CustomStringConvertible {
     public var metric: String
     public var value: Double
     public var unit: String
+
+    public init(metric: String, value: Double, unit: String) {
+        self.metric = metric
+        self.value = value
+        self.unit = unit
+    }
 
     public var description: String {
         let formatted =
