@@ -56,6 +56,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
         self.capacity = capacity
         self.system = system
         self.factory = factory
+        self.decoder = system?.decoder ?? CBORDecoder()
     }
 
     /// How busy the actor is, readable from any thread: queued messages, plus
@@ -285,8 +286,9 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     // MARK: - Failures
 
     /// The decoder for messages that arrive encoded: refs inside them resolve
-    /// against this actor's system.
-    var decoder: CBORDecoder { system?.decoder ?? CBORDecoder() }
+    /// against this actor's system. Kept here, not fetched through the weak
+    /// `system` per message.
+    let decoder: CBORDecoder
 
     func decodeFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         refuse(manifest: manifest, reply: reply, .decodeFailed("\(manifest): \(error)"))

@@ -65,6 +65,9 @@ public final class ActorSystem: Sendable {
     /// Decodes messages from other nodes; refs inside them resolve here.
     let decoder: CBORDecoder
     private let deadLetterCount = Atomic<Int>(0)
+    /// Bumped whenever a name is added or removed, so caches of name lookups
+    /// (the transport keeps one per connection) know when to look again.
+    let registryGeneration = Atomic<Int>(0)
 
     public init(
         settings: Settings = Settings(), services: ServiceLocator = ServiceLocator(),
@@ -133,6 +136,7 @@ public final class ActorSystem: Sendable {
         case let pool as ActorPool:
             pool.stopAll()
             _ = registry.withLock { $0.refs.removeValue(forKey: pool.address.path) }
+            registryGeneration.wrappingAdd(1, ordering: .releasing)
         default: break
         }
     }
@@ -190,6 +194,7 @@ public final class ActorSystem: Sendable {
             guard r.refs[path] == nil else { throw .nameTaken(path) }
             r.refs[path] = cell.ref
         }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
         return cell
     }
 
@@ -211,6 +216,7 @@ public final class ActorSystem: Sendable {
             r.refs[path] = ActorRef(address: pool.address, target: pool)
             r.pools[path] = pool
         }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
         return pool
     }
 
@@ -220,6 +226,7 @@ public final class ActorSystem: Sendable {
                 r.refs.removeValue(forKey: cell.address.path)
             }
         }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
     }
 
     // MARK: - Dead letters

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A value that can be sent to an actor.
 ///
 /// A message names its reply type, so `ask` is typed end to end: asking an
@@ -12,7 +14,22 @@ public protocol Message: Codable, Sendable {
 }
 
 extension Message {
-    public static var manifest: String { String(describing: Self.self) }
+    public static var manifest: String { ManifestCache.name(of: Self.self) }
+}
+
+/// Type names, computed once per type: `String(describing:)` walks runtime
+/// metadata and costs more than sending the message, so it must not run per
+/// send.
+enum ManifestCache {
+    private static let names = Mutex<[ObjectIdentifier: String]>([:])
+
+    static func name(of type: Any.Type) -> String {
+        let key = ObjectIdentifier(type)
+        if let name = names.withLock({ $0[key] }) { return name }
+        let name = String(describing: type)
+        names.withLock { $0[key] = name }
+        return name
+    }
 }
 
 /// The reply of a message that has nothing to report but its completion: asking

@@ -118,66 +118,107 @@ final class CBORDecoding: Decoder {
 
     // MARK: - Keyed
 
-    /// The entries of one map. Lookup first tries the entry after the last one
-    /// read, since decoders usually ask for keys in the order they were
-    /// written; only a miss builds the full index.
+    /// One map being decoded. Lookup walks the entries in the order they
+    /// were written, with a cursor, since decoders usually ask for keys in that
+    /// order; only a key out of order (or missing) builds an index of all entries.
     final class MapState {
         struct Entry {
             var key: Range<Int>
             var value: Int
         }
-        var entries: [Entry] = []
-        var cursor = 0
+        /// Where the next unread entry starts, and how many are left (nil for
+        /// an indefinite-length map, which ends at a break byte).
+        var cursor: Int
+        var remaining: Int?
+        var index: [Entry]? = nil
+        /// After an index hit, where to look first next time.
+        var indexCursor = 0
+
+        init(cursor: Int, remaining: Int?) {
+            self.cursor = cursor
+            self.remaining = remaining
+        }
     }
 
     struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let decoder: CBORDecoding
-        let state = MapState()
-        let codingPath: [any CodingKey]
+        let state: MapState
+        let start: Int
+        var codingPath: [any CodingKey] { decoder.codingPath }
 
         init(_ decoder: CBORDecoding, at offset: Int) throws {
             self.decoder = decoder
-            codingPath = decoder.codingPath
             var r = decoder.reader(at: offset)
             let h = try r.head()
             guard h.major == 5 else { throw decoder.mismatch("a map", h) }
+            start = offset
+            state = MapState(cursor: r.position, remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2))
+        }
+
+        /// Reads one entry at `r`: its text key's byte range (empty for a
+        /// non-text key, which never matches) and its value's offset; leaves
+        /// `r` after the value.
+        private func entry(_ r: inout CBORReader) throws(CBORError) -> MapState.Entry {
+            let keyStart = r.position
+            let kh = try r.head()
+            let key: Range<Int>
+            if kh.major == 3, !kh.isIndefinite {
+                let count = try r.checkedLength(kh)
+                key = r.position..<r.position + count
+                r.position += count
+            } else {
+                r.position = keyStart
+                try r.skipItem()
+                key = keyStart..<keyStart
+            }
+            let value = r.position
+            try r.skipItem()
+            return MapState.Entry(key: key, value: value)
+        }
+
+        private func matches(_ range: Range<Int>, _ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+            range.count == utf8.count
+                && (utf8.count == 0
+                    || memcmp(decoder.bytes.baseAddress! + range.lowerBound, utf8.baseAddress!, utf8.count) == 0)
+        }
+
+        private func buildIndex() throws(CBORError) -> [MapState.Entry] {
+            if let index = state.index { return index }
+            var r = decoder.reader(at: start)
+            let h = try r.head()
+            var entries: [MapState.Entry] = []
             var remaining = h.isIndefinite ? Int.max : try r.checkedLength(h, perItem: 2)
             while remaining > 0 {
                 if h.isIndefinite, try r.consumeBreak() { break }
-                let keyStart = r.position
-                let kh = try r.head()
-                let key: Range<Int>
-                if kh.major == 3, !kh.isIndefinite {
-                    let count = try r.checkedLength(kh)
-                    key = r.position..<r.position + count
-                    r.position += count
-                } else {
-                    // Non-text keys are kept but never match a CodingKey.
-                    r.position = keyStart
-                    try r.skipItem()
-                    key = keyStart..<keyStart
-                }
-                let value = r.position
-                try r.skipItem()
-                state.entries.append(MapState.Entry(key: key, value: value))
+                entries.append(try entry(&r))
                 remaining -= 1
             }
+            state.index = entries
+            return entries
         }
 
-        private func find(_ key: Key) -> Int? {
+        private func find(_ key: Key) throws -> Int? {
             var name = key.stringValue
-            return name.withUTF8 { utf8 -> Int? in
-                let entries = state.entries
+            return try name.withUTF8 { utf8 throws -> Int? in
+                // Fast path: the next entry in written order.
+                if state.index == nil, state.remaining.map({ $0 > 0 }) ?? true {
+                    var r = decoder.reader(at: state.cursor)
+                    let atEnd = state.remaining == nil ? try r.consumeBreak() : false
+                    if !atEnd {
+                        let e = try entry(&r)
+                        if matches(e.key, utf8) {
+                            state.cursor = r.position
+                            state.remaining = state.remaining.map { $0 - 1 }
+                            return e.value
+                        }
+                    }
+                }
+                let entries = try buildIndex()
                 let n = entries.count
-                guard n > 0 else { return nil }
                 for step in 0..<n {
-                    let i = (state.cursor + step) % n
-                    let k = entries[i].key
-                    if k.count == utf8.count,
-                        utf8.count == 0
-                            || memcmp(decoder.bytes.baseAddress! + k.lowerBound, utf8.baseAddress!, utf8.count) == 0
-                    {
-                        state.cursor = i + 1
+                    let i = (state.indexCursor + step) % n
+                    if matches(entries[i].key, utf8) {
+                        state.indexCursor = i + 1
                         return entries[i].value
                     }
                 }
@@ -186,20 +227,20 @@ final class CBORDecoding: Decoder {
         }
 
         private func valueOffset(_ key: Key) throws -> Int {
-            guard let offset = find(key) else {
+            guard let offset = try find(key) else {
                 throw CBORError.missingKey(key.stringValue, path: decoder.pathText)
             }
             return offset
         }
 
         var allKeys: [Key] {
-            state.entries.compactMap { e in
+            ((try? buildIndex()) ?? []).compactMap { e in
                 let text = String(decoding: UnsafeRawBufferPointer(rebasing: decoder.bytes[e.key]), as: UTF8.self)
                 return Key(stringValue: text)
             }
         }
 
-        func contains(_ key: Key) -> Bool { find(key) != nil }
+        func contains(_ key: Key) -> Bool { ((try? find(key)) ?? nil) != nil }
 
         func decodeNil(forKey key: Key) throws -> Bool {
             let offset = try valueOffset(key)
@@ -208,10 +249,17 @@ final class CBORDecoding: Decoder {
         }
 
         private func primitive<T>(_ key: Key, _ read: (inout CBORReader, CBORDecoding) throws -> T) throws -> T {
-            var r = decoder.reader(at: try valueOffset(key))
-            decoder.codingPath.append(key)
-            defer { decoder.codingPath.removeLast() }
-            return try read(&r, decoder)
+            let offset = try valueOffset(key)
+            var r = decoder.reader(at: offset)
+            do {
+                return try read(&r, decoder)
+            } catch {
+                // Only now is the path worth building: read again to report it.
+                decoder.codingPath.append(key)
+                defer { decoder.codingPath.removeLast() }
+                var again = decoder.reader(at: offset)
+                return try read(&again, decoder)
+            }
         }
 
         func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key, SingleValue.bool) }
@@ -239,7 +287,7 @@ final class CBORDecoding: Decoder {
         }
 
         func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-            guard let offset = find(key) else { return nil }
+            guard let offset = try find(key) else { return nil }
             let b = decoder.bytes[offset]
             if b == 0xf6 || b == 0xf7 { return nil }
             decoder.codingPath.append(key)

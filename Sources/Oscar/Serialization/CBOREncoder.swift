@@ -26,6 +26,23 @@ public struct CBOREncoder: Sendable {
         encoder.closeFrames(downTo: 0)
         return encoder.writer.bytes
     }
+
+    /// Encodes `value` at the end of `buffer`, with no intermediate array: the
+    /// transport encodes a message straight into its outbound batch. On
+    /// failure `buffer` is left as it was.
+    public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws(CBORError) {
+        let encoder = CBOREncoding()
+        let start = buffer.count
+        swap(&encoder.writer.bytes, &buffer)
+        defer { swap(&encoder.writer.bytes, &buffer) }
+        do {
+            try encoder.encodeValue(value)
+            encoder.closeFrames(downTo: 0)
+        } catch {
+            encoder.writer.bytes.removeSubrange(start...)
+            throw (error as? CBORError) ?? .invalid("\(error)")
+        }
+    }
 }
 
 final class CBOREncoding: Encoder {
@@ -35,8 +52,10 @@ final class CBOREncoding: Encoder {
         var count: UInt64
     }
 
-    var writer = CBORWriter(capacity: 64)
-    var frames: [Frame] = []
+    // One encoding, one thread: exclusivity is not checked at run time, which
+    // profiling showed costing as much as the encoding itself.
+    @exclusivity(unchecked) var writer = CBORWriter(capacity: 64)
+    @exclusivity(unchecked) var frames: [Frame] = []
     /// Where the value being encoded now begins, to tell a container it
     /// opened from one a sibling left open.
     private var valueStart = -1

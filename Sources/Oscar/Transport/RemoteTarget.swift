@@ -12,6 +12,14 @@ final class RemoteTarget: MessageTarget {
     }
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+        if transport.ioLoop.inEventLoop {
+            // On the connection's loop: encode straight into the outbound batch.
+            association.send(
+                kind: reply == nil ? .tell : .ask, recipient: address.path, manifest: M.manifest, uid: address.node.uid,
+                reply: reply
+            ) { out throws(CBORError) in try CBOREncoder().encode(message, appendingTo: &out) }
+            return
+        }
         let payload: [UInt8]
         do {
             payload = try CBOREncoder().encode(message)
@@ -26,23 +34,20 @@ final class RemoteTarget: MessageTarget {
         send(manifest: String(decoding: manifest, as: UTF8.self), payload: Array(payload), reply: reply)
     }
 
+    /// Hands already encoded bytes to the association, on its loop. The
+    /// association checks the frame against the maximum size.
     private func send(manifest: String, payload: [UInt8], reply: (any ReplyTarget)?) {
-        let limit = transport.settings.maxFrameSize
-        let size = payload.count + manifest.utf8.count + address.path.utf8.count + 16
-        guard size <= limit else {
-            refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
-            return
-        }
         let (association, path, uid) = (self.association, address.path, address.node.uid)
         let kind: WireKind = reply == nil ? .tell : .ask
-        if transport.ioLoop.inEventLoop {
-            association.send(kind: kind, recipient: path, manifest: manifest, uid: uid, payload: payload, reply: reply)
-        } else {
-            let accepted = transport.ioLoop.execute {
-                association.send(
-                    kind: kind, recipient: path, manifest: manifest, uid: uid, payload: payload, reply: reply)
+        let send: @Sendable () -> Void = {
+            association.send(kind: kind, recipient: path, manifest: manifest, uid: uid, reply: reply) { out in
+                out.append(contentsOf: payload)
             }
-            if !accepted { refuse(manifest, reply, .nodeUnreachable(address.node, "this node is shut down")) }
+        }
+        if transport.ioLoop.inEventLoop {
+            send()
+        } else if !transport.ioLoop.execute(send) {
+            refuse(manifest, reply, .nodeUnreachable(address.node, "this node is shut down"))
         }
     }
 
