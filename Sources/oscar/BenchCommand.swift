@@ -21,23 +21,34 @@ enum BenchCommand {
             try await report { try await LocalTellBenchmark.run(count: count) }
         case "w1", "w2", "w3":
             let port = try args.int("connect", default: 0, range: 0...65535)
+            let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
-            try await remote(workload, connectTo: port)
+            try await remote(workload, connectTo: port, spin: spin)
         case "all":
+            let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
-            for w in ["w1", "w2", "w3"] { try await remote(w, connectTo: 0) }
+            for w in ["w1", "w2", "w3"] { try await remote(w, connectTo: 0, spin: spin) }
             try await report { try await LocalTellBenchmark.run() }
         case "serve":
             let port = try args.int("port", default: 0, range: 0...65535)
+            let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
             do {
-                try await RemoteBenchmark.serve(secret: secret, port: port) { print("PORT \($0)") }
+                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin) { print("PORT \($0)") }
             } catch {
                 throw .failed("\(error)")
             }
         default:
             throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, serve")
         }
+    }
+
+    /// `--spin 100us` (the node default), `--spin 0` to block at once.
+    static func spinOption(_ args: inout Arguments) throws(CLIError) -> Duration {
+        guard let text = args.option("spin") else { return .microseconds(100) }
+        if text == "0" { return .zero }
+        if text.hasSuffix("us"), let v = Int(text.dropLast(2)), v >= 0 { return .microseconds(v) }
+        return try NetworkCommands.duration(text, option: "spin")
     }
 
     static func report(_ body: () async throws -> [BenchFigure]) async throws(CLIError) {
@@ -49,9 +60,10 @@ enum BenchCommand {
     }
 
     /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
-    static func remote(_ workload: String, connectTo port: Int) async throws(CLIError) {
+    static func remote(_ workload: String, connectTo port: Int, spin: Duration) async throws(CLIError) {
+        Log.shared.level = .error
         if port != 0 {
-            try await report { try await RemoteBenchmark.run(workload, port: port, secret: secret) }
+            try await report { try await RemoteBenchmark.run(workload, port: port, secret: secret, spin: spin) }
             return
         }
         let server = Process()
@@ -59,7 +71,11 @@ enum BenchCommand {
         if !FileManager.default.isExecutableFile(atPath: server.executableURL!.path) {
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         }
-        server.arguments = ["bench", "serve"]
+        server.arguments = [
+            "bench", "serve", "--spin",
+            spin == .zero
+                ? "0" : "\(spin.components.attoseconds / 1_000_000_000_000 + spin.components.seconds * 1_000_000)us",
+        ]
         let out = Pipe()
         server.standardOutput = out
         do {
@@ -74,7 +90,7 @@ enum BenchCommand {
         }
         let cpuBefore = ProcessStats.cpuSeconds
         do {
-            let figures = try await RemoteBenchmark.run(workload, port: p, secret: secret)
+            let figures = try await RemoteBenchmark.run(workload, port: p, secret: secret, spin: spin)
             server.waitUntilExit()
             for figure in figures { print(figure) }
             let b = ProcessStats.children

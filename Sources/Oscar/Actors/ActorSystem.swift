@@ -22,15 +22,18 @@ public final class ActorSystem: Sendable {
         public var mailboxCapacity: Int
         /// This node's identity; a process that does not listen keeps port 0.
         public var node: NodeAddress
+        /// After work, how long a loop polls before blocking (see `EventLoop`).
+        public var spinBeforeBlock: Duration
 
         public init(
             name: String = "oscar", loopCount: Int = EventLoopGroup.defaultLoopCount,
-            mailboxCapacity: Int = 262_144, node: NodeAddress = .local()
+            mailboxCapacity: Int = 262_144, node: NodeAddress = .local(), spinBeforeBlock: Duration = .zero
         ) {
             self.name = name
             self.loopCount = loopCount
             self.mailboxCapacity = mailboxCapacity
             self.node = node
+            self.spinBeforeBlock = spinBeforeBlock
         }
     }
 
@@ -75,7 +78,7 @@ public final class ActorSystem: Sendable {
     ) {
         self.settings = settings
         self.services = services
-        self.loops = EventLoopGroup(loopCount: settings.loopCount)
+        self.loops = EventLoopGroup(loopCount: settings.loopCount, spinBeforeBlock: settings.spinBeforeBlock)
         let reference = SystemReference()
         var decoder = CBORDecoder()
         decoder.userInfo[.oscarActorSystem] = reference

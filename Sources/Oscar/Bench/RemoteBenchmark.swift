@@ -37,9 +37,10 @@ public enum RemoteBenchmark {
     }
 
     /// Runs node B until it is sent `Stop`. Calls `ready` with the port.
-    public static func serve(secret: String, port: Int = 0, ready: (Int) -> Void) async throws {
+    public static func serve(secret: String, port: Int = 0, spin: Duration, ready: (Int) -> Void) async throws {
         let stopped = StopSignal()
-        let node = try ClusterNode(settings: .init(port: port, secret: secret, loopCount: 1)) { actors in
+        let node = try ClusterNode(settings: .init(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)) {
+            actors in
             actors.singleton("server") { Server(stop: { stopped.fire() }) }
         }
         ready(node.address.port)
@@ -80,8 +81,9 @@ public enum RemoteBenchmark {
     }
 
     /// Runs one workload against the server on `port` and returns its figures.
-    public static func run(_ workload: String, port: Int, secret: String) async throws -> [BenchFigure] {
-        let node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
+    public static func run(_ workload: String, port: Int, secret: String, spin: Duration) async throws -> [BenchFigure]
+    {
+        let node = try ClusterNode(settings: .init(secret: secret, loopCount: 1, spinBeforeBlock: spin))
         defer { node.shutdown() }
         let server = node.system.ref("oscar://127.0.0.1:\(port)/user/server")!
         let client = try node.system.spawn("client") { Client() }

@@ -10,9 +10,11 @@ public final class EventLoopGroup: Sendable {
     /// One loop per online core, the default.
     public static var defaultLoopCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
-    public init(loopCount: Int = EventLoopGroup.defaultLoopCount) {
+    /// - Parameter spinBeforeBlock: see `EventLoop`; zero (the default here)
+    ///   blocks as soon as a loop is idle.
+    public init(loopCount: Int = EventLoopGroup.defaultLoopCount, spinBeforeBlock: Duration = .zero) {
         precondition(loopCount > 0, "an EventLoopGroup needs at least one loop")
-        loops = (0..<loopCount).map { EventLoop(index: $0) }
+        loops = (0..<loopCount).map { EventLoop(index: $0, spinBeforeBlock: spinBeforeBlock) }
     }
 
     /// The next loop, round-robin.

@@ -98,6 +98,7 @@ final class Connection {
     fileprivate func readBuffer() -> UnsafeMutableRawBufferPointer { buffer.prepareForRead() }
 
     fileprivate func didRead(_ count: Int) {
+        loop.noteActivity()
         guard count >= 0 else {
             close(
                 count == Int(UV_EOF.rawValue)
