@@ -33,6 +33,7 @@ enum BenchCommand {
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
+            Log.shared.level = .error  // node A leaving at the end is expected
             do {
                 try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin) { print("PORT \($0)") }
             } catch {
