@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Testing
 
@@ -130,7 +131,7 @@ final class RawPeer {
         #expect(verdict.contains { if case .fail = $0 { true } else { false } })
         peer.send(
             Connection.handshakeFrame(
-                .proof, try CBOREncoder().encode(Handshake.Proof(mac: [UInt8](repeating: 0, count: 32)))))
+                .proof, try CBOREncoder().encode(Handshake.Proof(mac: Data(count: 32)))))
         let reject = try #require(peer.readFrame())
         #expect(reject.0 == .reject)
         let reason = try CBORDecoder().decode(Handshake.Reject.self, from: reject.1).reason

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The connection handshake, as a pure state machine: events in, directives
 /// out; the connection performs them.
 ///
@@ -29,9 +31,10 @@ struct Handshake {
         case fail(reason: String, tellPeer: Bool)
     }
 
-    struct Hello: Codable { var node: NodeAddress; var nonce: [UInt8] }
-    struct Challenge: Codable { var node: NodeAddress; var nonce: [UInt8]; var mac: [UInt8] }
-    struct Proof: Codable { var mac: [UInt8] }
+    // Nonces and MACs are `Data`, so they travel as CBOR byte strings.
+    struct Hello: Codable { var node: NodeAddress; var nonce: Data }
+    struct Challenge: Codable { var node: NodeAddress; var nonce: Data; var mac: Data }
+    struct Proof: Codable { var mac: Data }
     struct Reject: Codable { var reason: String }
     struct Accept: Codable {}
 
@@ -58,7 +61,7 @@ struct Handshake {
         switch role {
         case .initiator:
             state = .awaitingChallenge
-            return [.send(.hello, encode(Hello(node: local, nonce: localNonce)))]
+            return [.send(.hello, encode(Hello(node: local, nonce: Data(localNonce))))]
         case .acceptor:
             state = .awaitingHello
             return []
@@ -93,23 +96,23 @@ struct Handshake {
                 guard hello.nonce.count == 32 else { return fail("the peer's nonce is not 32 bytes") }
                 guard hello.node.uid != local.uid else { return fail("connected to itself") }
                 peer = hello.node
-                peerNonce = hello.nonce
+                peerNonce = Array(hello.nonce)
                 state = .awaitingProof
-                let challenge = Challenge(node: local, nonce: localNonce, mac: mac("oscar-acceptor"))
+                let challenge = Challenge(node: local, nonce: Data(localNonce), mac: Data(mac("oscar-acceptor")))
                 return [.send(.challenge, encode(challenge))]
             case (.awaitingChallenge, .challenge):
                 let challenge = try CBORDecoder().decode(Challenge.self, from: payload)
                 guard challenge.nonce.count == 32 else { return fail("the peer's nonce is not 32 bytes") }
                 peer = challenge.node
-                peerNonce = challenge.nonce
-                guard HMAC.equal(challenge.mac, mac("oscar-acceptor")) else {
+                peerNonce = Array(challenge.nonce)
+                guard HMAC.equal(Array(challenge.mac), mac("oscar-acceptor")) else {
                     return fail("authentication failed: the peer does not have our cluster secret")
                 }
                 state = .awaitingAccept
-                return [.send(.proof, encode(Proof(mac: mac("oscar-initiator"))))]
+                return [.send(.proof, encode(Proof(mac: Data(mac("oscar-initiator")))))]
             case (.awaitingProof, .proof):
                 let proof = try CBORDecoder().decode(Proof.self, from: payload)
-                guard HMAC.equal(proof.mac, mac("oscar-initiator")) else {
+                guard HMAC.equal(Array(proof.mac), mac("oscar-initiator")) else {
                     return fail("authentication failed: the peer does not have our cluster secret")
                 }
                 state = .done
