@@ -40,11 +40,20 @@ final class OscarProcess {
         try process.run()
     }
 
+    /// Terminates a process still running; Foundation reaps it. No blocking
+    /// wait here: a deinit can run on a cooperative thread, and blocking one
+    /// starves every other test of the pool's few threads.
     deinit {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        if process.isRunning { process.terminate() }
+    }
+
+    /// Waits for the process to exit without blocking a thread, for at most
+    /// `timeout`; returns whether it exited.
+    func exited(within timeout: Duration = .seconds(30)) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while process.isRunning, clock.now < deadline { try? await Task.sleep(for: .milliseconds(5)) }
+        return !process.isRunning
     }
 
     /// Runs `oscar` to completion (bounded by `timeout`) and returns its exit
@@ -55,11 +64,10 @@ final class OscarProcess {
         -> (status: Int32, stdout: String, stderr: String)
     {
         let p = try OscarProcess(arguments, secret: secret)
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while p.process.isRunning, clock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        if p.process.isRunning { p.process.terminate() }
-        p.process.waitUntilExit()
+        if !(await p.exited(within: timeout)) {
+            p.process.terminate()
+            _ = await p.exited(within: .seconds(10))
+        }
         p.drain()
         return (p.process.terminationStatus, p.stdout.value, p.stderr.value)
     }

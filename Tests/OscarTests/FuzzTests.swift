@@ -5,7 +5,11 @@ import Testing
 
 /// Random and mutated inputs into the decoders: they may fail, but only with
 /// their typed errors, and never trap. Fixed seed, so a failure replays.
-@Suite struct FuzzTests {
+///
+/// The loops yield every thousand inputs: Swift Testing runs tests on the
+/// cooperative pool, which has one thread per core, and a long loop that
+/// never yields would starve every other test of it.
+@Suite(.serialized) struct FuzzTests {
     static let iterations = 100_000
 
     /// Valid encodings to mutate.
@@ -38,12 +42,13 @@ import Testing
         return bytes
     }
 
-    @Test func cborDecodersOnlyEverThrowTypedErrors() throws {
+    @Test func cborDecodersOnlyEverThrowTypedErrors() async throws {
         var rng = SeededRandom(seed: 0x05CA_2026)
         let corpus = try Self.corpus()
         let decoder = CBORDecoder()
         var decodedSomething = 0
         for i in 0..<Self.iterations {
+            if i % 1_000 == 0 { await Task.yield() }
             let input: [UInt8] =
                 i % 4 == 0
                 ? (0..<Int.random(in: 0..<64, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
@@ -62,7 +67,7 @@ import Testing
         #expect(decodedSomething < Self.iterations)
     }
 
-    @Test func frameAndEnvelopeDecodersOnlyEverThrowTypedErrors() throws {
+    @Test func frameAndEnvelopeDecodersOnlyEverThrowTypedErrors() async throws {
         var rng = SeededRandom(seed: 0xF4A3_E5)
         var valid: [UInt8] = []
         WireEnvelope.append(to: &valid, kind: .ask, correlation: 9, recipient: "/user/echo", manifest: "Echo") {
@@ -71,6 +76,7 @@ import Testing
         var frames = 0
         var errors = 0
         for i in 0..<Self.iterations {
+            if i % 1_000 == 0 { await Task.yield() }
             let input: [UInt8] =
                 i % 3 == 0
                 ? (0..<Int.random(in: 0..<48, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }

@@ -204,3 +204,37 @@ final class Tracked: Reactor {
         #expect(weakSystem == nil)
     }
 }
+
+/// Holds in a future reaction until its gate opens; counts its own deinit.
+final class HeldAtShutdown: Reactor {
+    let gate: Gate
+    let freed: Tally
+    init(gate: Gate, freed: Tally) {
+        self.gate = gate
+        self.freed = freed
+    }
+    deinit { freed.increment() }
+    static func reactions(_ r: inout Reactions<HeldAtShutdown>) {
+        r.on(
+            Hold.self,
+            future: { me, _ in
+                await me.gate.wait()
+                return Done()
+            })
+    }
+}
+
+extension SystemTests {
+    @Test func aReactionSuspendedAtShutdownStillFinishesAndFreesItsActor() async throws {
+        let gate = Gate()
+        let freed = Tally()
+        let system = ActorSystem(settings: .init(loopCount: 1))
+        let held = try system.spawn("held") { HeldAtShutdown(gate: gate, freed: freed) }
+        async let outcome: Done = held.ask(Hold(), timeout: .seconds(30))
+        #expect(await eventually { gate.waiting })
+        system.shutdown()
+        gate.open()  // the loop is gone; the reaction must still be able to end
+        _ = try? await outcome
+        #expect(await eventually { freed.count == 1 })
+    }
+}

@@ -262,11 +262,13 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
 
     /// Called by a future reaction's task when it ends.
     func futureFinished() {
-        guard loop.inEventLoop else {
-            loop.execute { self.futureFinished() }
-            return
+        if loop.inEventLoop || AfterShutdown.isCurrent {
+            // After shutdown the loop is gone and this runs on the one serial
+            // after-shutdown queue: nothing else touches the cell.
+            reactionEnded()
+        } else if !loop.execute({ self.futureFinished() }) {
+            AfterShutdown.queue.async { self.reactionEnded() }
         }
-        reactionEnded()
     }
 
     private func start() -> AnyReactorBox {
@@ -289,6 +291,13 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     /// against this actor's system. Kept here, not fetched through the weak
     /// `system` per message.
     let decoder: CBORDecoder
+    /// Reused for every message this actor decodes (loop-confined; a cell
+    /// decodes one message at a time).
+    private lazy var decoding = CBORDecoding(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: decoder.userInfo)
+
+    func decode<M: Message>(_ type: M.Type, from payload: UnsafeRawBufferPointer) throws(CBORError) -> M {
+        try decoder.decode(type, from: payload, using: decoding)
+    }
 
     func decodeFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         refuse(manifest: manifest, reply: reply, .decodeFailed("\(manifest): \(error)"))

@@ -26,7 +26,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     public func ask<M: Message>(_ message: M, timeout: Duration = .seconds(5)) async throws(AskError) -> M.Reply {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
-        let outcome = await withCheckedContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
+        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
             target.deliver(message, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
         }
         return try outcome.get()
@@ -43,7 +43,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
         let payload = value.cbor
-        let outcome = await withCheckedContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
+        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
             let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
             var m = manifest
             m.withUTF8 { manifestBytes in

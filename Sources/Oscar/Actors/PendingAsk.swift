@@ -7,7 +7,9 @@ import Synchronization
 /// is produced and the timeout fires. Its timeout is an entry in that loop's
 /// timer heap, not a task or a libuv handle of its own.
 final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @unchecked Sendable {
-    typealias Continuation = CheckedContinuation<Result<R, AskError>, Never>
+    /// Unsafe rather than checked: `completed` already guarantees exactly one
+    /// resume, and the checked kind allocates a canary object per ask.
+    typealias Continuation = UnsafeContinuation<Result<R, AskError>, Never>
 
     var timerDeadline: UInt64 = 0
     var timerSlot = -1
@@ -17,7 +19,9 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     private var continuation: Continuation?
     private var armedLoop: EventLoop?
     private let completed = Atomic<Bool>(false)
-    private weak var table: (any PendingAskTable)?
+    /// Strong until the ask completes, then cleared: a waiting ask and its
+    /// table refer to each other only while the ask waits.
+    private var table: (any PendingAskTable)?
     private var correlation: UInt64 = 0
 
     init(_ continuation: Continuation, timeout: Duration, recipient: ActorAddress) {
@@ -68,6 +72,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
         guard !completed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if let loop = armedLoop, timerSlot >= 0 { loop.disarm(self) }
         table?.forget(correlation)
+        table = nil
         let c = continuation
         continuation = nil
         c?.resume(returning: outcome)

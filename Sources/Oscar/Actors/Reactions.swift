@@ -84,7 +84,7 @@ public struct Reactions<A: Reactor> {
         let decoding: DecodingHandler = { object, payload, reply, cell in
             let message: M
             do {
-                message = try cell.decoder.decode(M.self, from: payload)
+                message = try cell.decode(M.self, from: payload)
             } catch {
                 cell.decodeFailed(error, manifest: M.manifest, reply: reply)
                 return .finished

@@ -21,7 +21,17 @@ public struct CBORDecoder: Sendable {
     /// Decodes from bytes that must stay valid for the duration of the call
     /// only (a slice of a reusable read buffer, say).
     public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws(CBORError) -> T {
-        let decoding = CBORDecoding(bytes, userInfo: userInfo)
+        try decode(type, from: bytes, using: CBORDecoding(bytes, userInfo: userInfo))
+    }
+
+    /// Decodes with a decoding object kept by the caller (an actor cell keeps
+    /// one), so a message costs no decoder allocation. Not reentrant.
+    func decode<T: Decodable>(
+        _ type: T.Type, from bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding
+    )
+        throws(CBORError) -> T
+    {
+        decoding.reset(bytes)
         do {
             let value = try decoding.decodeValue(T.self, at: 0)
             let end = try decoding.endOfItem(at: 0)
@@ -48,12 +58,23 @@ public struct CBORDecoder: Sendable {
 }
 
 final class CBORDecoding: Decoder {
-    let bytes: UnsafeRawBufferPointer
+    private(set) var bytes: UnsafeRawBufferPointer
     let info: [CodingUserInfoKey: any Sendable]
     /// Start of the item the next `init(from:)` decodes.
     var position = 0
     var codingPath: [any CodingKey] = []
     var depth = 0
+    /// The state of every map container of this decode, by slot: kept here
+    /// rather than in one object per container.
+    var maps: [MapState] = []
+
+    func reset(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+        position = 0
+        depth = 0
+        if !codingPath.isEmpty { codingPath.removeAll() }
+        maps.removeAll(keepingCapacity: true)
+    }
 
     init(_ bytes: UnsafeRawBufferPointer, userInfo: [CodingUserInfoKey: any Sendable]) {
         self.bytes = bytes
@@ -121,7 +142,7 @@ final class CBORDecoding: Decoder {
     /// One map being decoded. Lookup walks the entries in the order they
     /// were written, with a cursor, since decoders usually ask for keys in that
     /// order; only a key out of order (or missing) builds an index of all entries.
-    final class MapState {
+    struct MapState {
         struct Entry {
             var key: Range<Int>
             var value: Int
@@ -134,15 +155,15 @@ final class CBORDecoding: Decoder {
         /// After an index hit, where to look first next time.
         var indexCursor = 0
 
-        init(cursor: Int, remaining: Int?) {
-            self.cursor = cursor
-            self.remaining = remaining
-        }
     }
 
     struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let decoder: CBORDecoding
-        let state: MapState
+        let slot: Int
+        private var state: MapState {
+            get { decoder.maps[slot] }
+            nonmutating set { decoder.maps[slot] = newValue }
+        }
         let start: Int
         var codingPath: [any CodingKey] { decoder.codingPath }
 
@@ -152,7 +173,9 @@ final class CBORDecoding: Decoder {
             let h = try r.head()
             guard h.major == 5 else { throw decoder.mismatch("a map", h) }
             start = offset
-            state = MapState(cursor: r.position, remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2))
+            slot = decoder.maps.count
+            decoder.maps.append(
+                MapState(cursor: r.position, remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2)))
         }
 
         /// Reads one entry at `r`: its text key's byte range (empty for a
@@ -193,7 +216,7 @@ final class CBORDecoding: Decoder {
                 entries.append(try entry(&r))
                 remaining -= 1
             }
-            state.index = entries
+            decoder.maps[slot].index = entries
             return entries
         }
 
@@ -201,24 +224,26 @@ final class CBORDecoding: Decoder {
             var name = key.stringValue
             return try name.withUTF8 { utf8 throws -> Int? in
                 // Fast path: the next entry in written order.
-                if state.index == nil, state.remaining.map({ $0 > 0 }) ?? true {
-                    var r = decoder.reader(at: state.cursor)
-                    let atEnd = state.remaining == nil ? try r.consumeBreak() : false
+                let current = state
+                if current.index == nil, current.remaining.map({ $0 > 0 }) ?? true {
+                    var r = decoder.reader(at: current.cursor)
+                    let atEnd = current.remaining == nil ? try r.consumeBreak() : false
                     if !atEnd {
                         let e = try entry(&r)
                         if matches(e.key, utf8) {
-                            state.cursor = r.position
-                            state.remaining = state.remaining.map { $0 - 1 }
+                            decoder.maps[slot].cursor = r.position
+                            decoder.maps[slot].remaining = current.remaining.map { $0 - 1 }
                             return e.value
                         }
                     }
                 }
                 let entries = try buildIndex()
                 let n = entries.count
+                let start = state.indexCursor
                 for step in 0..<n {
-                    let i = (state.indexCursor + step) % n
+                    let i = (start + step) % n
                     if matches(entries[i].key, utf8) {
-                        state.indexCursor = i + 1
+                        decoder.maps[slot].indexCursor = i + 1
                         return entries[i].value
                     }
                 }

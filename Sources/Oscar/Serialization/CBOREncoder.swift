@@ -31,7 +31,17 @@ public struct CBOREncoder: Sendable {
     /// transport encodes a message straight into its outbound batch. On
     /// failure `buffer` is left as it was.
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws(CBORError) {
-        let encoder = CBOREncoding()
+        try encode(value, appendingTo: &buffer, using: CBOREncoding())
+    }
+
+    /// As `encode(_:appendingTo:)`, with an encoding object the caller keeps
+    /// (a connection keeps one), so a message costs no encoder allocation.
+    func encode<T: Encodable>(
+        _ value: T, appendingTo buffer: inout [UInt8], using encoder: CBOREncoding
+    )
+        throws(CBORError)
+    {
+        encoder.frames.removeAll(keepingCapacity: true)
         let start = buffer.count
         swap(&encoder.writer.bytes, &buffer)
         defer { swap(&encoder.writer.bytes, &buffer) }

@@ -24,6 +24,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// fifth of the send path (every access is on the I/O loop, in sequence).
     @exclusivity(unchecked) private var outbound: [UInt8] = []
     private var flushScheduled = false
+    /// Encodes messages sent from this loop, reused (loop-confined).
+    let encoding = CBOREncoding()
     /// Frames appended since the last write.
     private var framesQueued = 0
     private var pending: [UInt64: any ReplyTarget] = [:]
@@ -101,12 +103,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         outboundChanged()
     }
 
-    /// Sends the outcome of an ask that came from this node.
-    func sendOutcome(_ kind: WireKind, correlation: UInt64, payload: [UInt8]) {
+    /// Sends the outcome of an ask that came from this node; `payload`
+    /// appends its CBOR to the outbound batch.
+    func sendOutcome(
+        _ kind: WireKind, correlation: UInt64, payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) throws(CBORError) {
         loop.preconditionInEventLoop()
         guard connection != nil else { return }  // the asker's side fails its ask itself
-        WireEnvelope.append(
-            to: &outbound, kind: kind, correlation: correlation, payload: { $0.append(contentsOf: payload) })
+        try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
         outboundChanged()
     }
 

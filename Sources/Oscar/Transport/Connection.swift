@@ -18,8 +18,10 @@ final class Connection {
     private(set) var state = State.connecting
     private(set) var peer: NodeAddress?
     private var handshakeTimer: LoopTimer?
-    /// The association this connection serves once established.
-    weak var association: Association?
+    /// The association this connection serves. Strong, and cleared when the
+    /// connection closes (the association is told once, then forgotten), so
+    /// the pair never outlives the connection.
+    var association: Association?
     /// Set when this side closed deliberately (a tie-break, say), so the close
     /// is not reported as a failure.
     var closeReason = ""

@@ -16,6 +16,19 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
     func waitOn(_ table: any PendingAskTable, correlation: UInt64) {}
 
     func succeed<R: Codable & Sendable>(_ value: R) {
+        let association = self.association
+        let correlation = self.correlation
+        if loop.inEventLoop {
+            // On the connection's loop: encode straight into the outbound batch.
+            do {
+                try association.sendOutcome(.reply, correlation: correlation) { out throws(CBORError) in
+                    try CBOREncoder().encode(value, appendingTo: &out, using: association.encoding)
+                }
+            } catch {
+                fail(.handlerFailed("the reply could not be encoded: \(error)"))
+            }
+            return
+        }
         do {
             send(.reply, try CBOREncoder().encode(value))
         } catch {
@@ -33,10 +46,9 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
 
     private func send(_ kind: WireKind, _ payload: [UInt8]) {
         let (association, correlation) = (self.association, self.correlation)
-        if loop.inEventLoop {
-            association.sendOutcome(kind, correlation: correlation, payload: payload)
-        } else {
-            loop.execute { association.sendOutcome(kind, correlation: correlation, payload: payload) }
+        let append: @Sendable () -> Void = {
+            try? association.sendOutcome(kind, correlation: correlation) { $0.append(contentsOf: payload) }
         }
+        if loop.inEventLoop { append() } else { loop.execute(append) }
     }
 }

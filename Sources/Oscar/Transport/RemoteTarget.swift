@@ -17,7 +17,9 @@ final class RemoteTarget: MessageTarget {
             association.send(
                 kind: reply == nil ? .tell : .ask, recipient: address.path, manifest: M.manifest, uid: address.node.uid,
                 reply: reply
-            ) { out throws(CBORError) in try CBOREncoder().encode(message, appendingTo: &out) }
+            ) { [association] out throws(CBORError) in
+                try CBOREncoder().encode(message, appendingTo: &out, using: association.encoding)
+            }
             return
         }
         let payload: [UInt8]

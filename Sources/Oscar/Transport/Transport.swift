@@ -102,6 +102,7 @@ final class Transport: @unchecked Sendable {
     func closed(_ conn: Connection, reason: String) {
         connections.removeValue(forKey: ObjectIdentifier(conn))
         conn.association?.lost(conn, reason: reason)
+        conn.association = nil
     }
 
     /// Connections made outbound are tracked too, so shutdown closes them.
