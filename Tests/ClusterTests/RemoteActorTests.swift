@@ -239,3 +239,41 @@ final class SequenceSink: Reactor {
         r.on(ReportSequences.self, result: { me, _ in me.seen })
     }
 }
+
+extension RemoteActorTests {
+    @Test func aFullOutboundQueueRefusesInsteadOfGrowing() async throws {
+        let a = try ClusterNode(settings: .init(secret: "s3cret", loopCount: 1, outboundCapacity: 256 * 1024))
+        let b = try node()
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        _ = try await remote.ask(Ping(n: 0))
+        // 100 MB of tells in one reaction on A's only loop: nothing drains in
+        // between but what the kernel takes, so the 256 KiB bound must refuse.
+        let burster = try a.system.spawn("burst") { Burster() }
+        _ = try await burster.ask(TellBurst(target: remote, count: 100_000), timeout: .seconds(30))
+        #expect(a.system.deadLetters > 0)
+        #expect(a.system.deadLetters < 100_000)
+        // What was accepted arrived; the node still answers.
+        #expect(try await remote.ask(Ping(n: 9)).n == 9)
+    }
+}
+
+struct TellBurst: Message {
+    var target: ActorRef
+    var count: Int
+}
+
+/// Tells `count` 1 KiB messages in one synchronous reaction.
+final class Burster: Reactor {
+    static func reactions(_ r: inout Reactions<Burster>) {
+        r.on(
+            TellBurst.self,
+            do: { _, m in
+                let padding = String(repeating: "x", count: 1_000)
+                for _ in 0..<m.count { m.target.tell(Said(text: padding)) }
+            })
+    }
+}

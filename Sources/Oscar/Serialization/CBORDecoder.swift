@@ -60,13 +60,15 @@ public struct CBORDecoder: Sendable {
 final class CBORDecoding: Decoder {
     private(set) var bytes: UnsafeRawBufferPointer
     let info: [CodingUserInfoKey: any Sendable]
+    // One decode runs on one thread, start to end: these are not checked for
+    // exclusivity at run time (the checks cost more than the accesses).
     /// Start of the item the next `init(from:)` decodes.
-    var position = 0
-    var codingPath: [any CodingKey] = []
-    var depth = 0
+    @exclusivity(unchecked) var position = 0
+    @exclusivity(unchecked) var codingPath: [any CodingKey] = []
+    @exclusivity(unchecked) var depth = 0
     /// The state of every map container of this decode, by slot: kept here
     /// rather than in one object per container.
-    var maps: [MapState] = []
+    @exclusivity(unchecked) var maps: [MapState] = []
 
     func reset(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes

@@ -73,7 +73,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .nodeUnreachable(node, gateReason))
             return
         }
-        guard outbound.count < transport.settings.outboundCapacity else {
+        // Bytes already handed to libuv and not yet on the wire count too:
+        // otherwise the bound would only hold until the next flush.
+        guard outbound.count + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity else {
             refuse(manifest, reply, .outboundFull(node))
             return
         }
