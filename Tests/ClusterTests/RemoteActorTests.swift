@@ -277,3 +277,31 @@ final class Burster: Reactor {
             })
     }
 }
+
+extension RemoteActorTests {
+    @Test func simultaneousConnectsSettleOnOneConnectionBothWaysWork() async throws {
+        for _ in 0..<5 {
+            let a = try node()
+            let b = try node()
+            defer {
+                a.shutdown()
+                b.shutdown()
+            }
+            let aToB = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+            let bToA = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
+            // Both nodes connect to each other at the same moment.
+            async let x = aToB.ask(Ping(n: 1))
+            async let y = bToA.ask(Ping(n: 2))
+            let (pa, pb) = try await (x, y)
+            #expect(pa.node == b.address.port && pb.node == a.address.port)
+            // After the tie-break, traffic keeps flowing both ways, in order.
+            for i in 0..<50 {
+                aToB.tell(Count())
+                bToA.tell(Count())
+                if i % 10 == 0 { _ = try await aToB.ask(Ping(n: i)) }
+            }
+            #expect(await eventually { (try? await aToB.ask(Total())) == 50 })
+            #expect(await eventually { (try? await bToA.ask(Total())) == 50 })
+        }
+    }
+}

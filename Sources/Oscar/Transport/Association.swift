@@ -1,4 +1,5 @@
 import CLibUV
+import Glibc
 
 /// Everything this node has to do with one other node: the connection (at
 /// most one), frames waiting to go out, and asks waiting for replies. Lives
@@ -14,7 +15,8 @@ import CLibUV
 final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// host:port of the node; the uid is learned from the handshake.
     let node: NodeAddress
-    private unowned let transport: Transport
+    /// The transport owns its associations and outlives them: unchecked.
+    private unowned(unsafe) let transport: Transport
     private var loop: EventLoop { transport.ioLoop }
 
     private(set) var connection: Connection?
@@ -177,16 +179,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         if let current = connection, current !== conn {
             // Simultaneous connects: both nodes keep the connection opened by
             // the node with the smaller uid, so they agree without talking.
+            // The other one retires: nothing more is sent on it, but what is
+            // already in flight on it is still read and delivered.
             let localUID = transport.localNode.uid
             func initiatorUID(_ c: Connection) -> UInt64 { c.isInitiator ? localUID : peer.uid }
             if initiatorUID(current) <= initiatorUID(conn) {
-                conn.closeReason = "duplicate connection (simultaneous connect)"
-                conn.close(conn.closeReason, flushFirst: true)
+                if connecting === conn { connecting = nil }
+                conn.association = self
+                conn.retire()
                 return
             }
-            current.closeReason = "duplicate connection (simultaneous connect)"
-            current.association = nil
-            current.close(current.closeReason, flushFirst: true)
+            current.retire()
         }
         if connecting === conn { connecting = nil }
         conn.association = self
@@ -244,7 +247,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     private func target(at path: UnsafeRawBufferPointer) -> (any MessageTarget)? {
         let generation = transport.system.registryGeneration.load(ordering: .acquiring)
-        if generation == lastGeneration, let lastTarget, lastPath.elementsEqual(path) { return lastTarget }
+        if generation == lastGeneration, let lastTarget, lastPath.count == path.count,
+            path.isEmpty || lastPath.withUnsafeBytes({ memcmp($0.baseAddress!, path.baseAddress!, path.count) == 0 })
+        {
+            return lastTarget
+        }
         lastTarget = transport.localTarget(path: path)
         lastPath = Array(path)
         lastGeneration = generation

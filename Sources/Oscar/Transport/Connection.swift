@@ -10,7 +10,9 @@ final class Connection {
 
     let loop: EventLoop
     let isInitiator: Bool
-    private unowned let transport: Transport
+    /// The transport outlives its connections (it closes them all before it
+    /// goes): unchecked, so no atomic check per access.
+    private unowned(unsafe) let transport: Transport
     private let tcp: UnsafeMutablePointer<uv_tcp_t>
     private var handshake: Handshake
     private let buffer: FrameBuffer
@@ -185,6 +187,24 @@ final class Connection {
     var unsentBytes: Int { Int(uv_stream_get_write_queue_size(stream)) }
 
     // MARK: - Closing
+
+    /// True once this connection lost a simultaneous-connect tie-break.
+    private(set) var isRetired = false
+
+    /// Stops sending on this connection but keeps it open and reading, so
+    /// frames the peer already sent on it are still delivered. It closes after
+    /// the handshake timeout: by then the peer, applying the same tie-break,
+    /// has moved to the other connection too. (Shutting our side down at once
+    /// would look like a lost node to a peer whose second handshake has not
+    /// finished yet.)
+    func retire() {
+        guard state == .established, !isRetired else { return }
+        isRetired = true
+        Log.shared.debug("retiring a duplicate connection to \(peerDescription)")
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
+            self?.close("duplicate connection (simultaneous connect)", flushFirst: true)
+        }
+    }
 
     /// Closes the connection; with `flushFirst`, after queued writes finish.
     func close(_ reason: String, flushFirst: Bool = false) {

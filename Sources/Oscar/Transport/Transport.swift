@@ -101,7 +101,8 @@ final class Transport: @unchecked Sendable {
 
     func closed(_ conn: Connection, reason: String) {
         connections.removeValue(forKey: ObjectIdentifier(conn))
-        conn.association?.lost(conn, reason: reason)
+        // A retired duplicate ending is expected, not a lost connection.
+        if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
         conn.association = nil
     }
 
