@@ -15,7 +15,11 @@ let usage = """
       oscar tell URI Type JSON [--secret S]
                                       tell an actor (waits until it has arrived)
       oscar demo                      start a local actor system and show a round trip
+      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT]
+                                      remote workloads W1-W3: this process is node A,
+                                      node B a fresh child 'oscar bench serve'
       oscar bench w4 [--count N]      workload W4: local tell throughput
+      oscar bench all                 W1-W4 once each
       oscar help | --help             this text
       oscar version
 
