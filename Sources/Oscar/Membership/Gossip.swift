@@ -1,0 +1,94 @@
+/// What a node knows of the cluster, and what nodes gossip to each other:
+/// the members (removed ones kept as tombstones, so they cannot come back),
+/// who observes whom as unreachable, and who has seen this exact state.
+///
+/// `members` and `reachability` form a join-semilattice: `merged(with:)` is
+/// commutative, associative and idempotent on them (tested on generated
+/// states), so nodes converge whatever the order gossip arrives in. `seen`
+/// is not part of the join; it tracks convergence: a state is converged when
+/// every member that counts has seen it.
+public struct Gossip: Codable, Hashable, Sendable {
+    public private(set) var members: [UInt64: Member] = [:]
+    public private(set) var reachability = Reachability()
+    public private(set) var seen: Set<UInt64> = []
+
+    public init() {}
+
+    /// The join of both states' members and reachability.
+    public struct Content: Hashable, Sendable {
+        public var members: [UInt64: Member]
+        public var reachability: Reachability
+    }
+
+    public var content: Content { Content(members: members, reachability: reachability) }
+
+    // MARK: - Changes made by this node
+
+    /// Adds or advances a member. A status may only move forward
+    /// (`MemberStatus.canMove`); anything else is ignored and returns false.
+    @discardableResult
+    public mutating func update(_ member: Member, by observer: UInt64) -> Bool {
+        if let current = members[member.uid] {
+            guard current.status.canMove(to: member.status), current != member else { return false }
+        }
+        members[member.uid] = member
+        seen = [observer]
+        return true
+    }
+
+    public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) {
+        let before = reachability
+        reachability.observe(observer, reaches: subject, reachable)
+        if reachability != before { seen = [observer] }
+    }
+
+    public mutating func markSeen(by uid: UInt64) { seen.insert(uid) }
+
+    // MARK: - Merging
+
+    /// Merges gossip received from another node. When both held the same
+    /// content, whoever had seen either has seen the result; otherwise nobody
+    /// but the merging node has (it marks itself).
+    public func merged(with other: Gossip) -> Gossip {
+        var out = Gossip()
+        out.members = members.merging(other.members) { Member.later($0, $1) }
+        out.reachability = reachability.merged(with: other.reachability)
+        if out.content == content && out.content == other.content {
+            out.seen = seen.union(other.seen)
+        } else if out.content == content {
+            out.seen = seen
+        } else if out.content == other.content {
+            out.seen = other.seen
+        }
+        return out
+    }
+
+    // MARK: - Reading
+
+    /// Members that are part of the cluster now (not removed).
+    public var current: [Member] { members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder) }
+
+    public func isReachable(_ uid: UInt64) -> Bool {
+        !reachability.isUnreachable(uid, countingObservers: Set(current.map(\.uid)))
+    }
+
+    /// Converged: every current, reachable member that is not down has seen
+    /// this state. Unreachable members are not waited for (they cannot see it);
+    /// that keeps one unreachable member from blocking every change.
+    public var isConverged: Bool {
+        current.filter { $0.status != .down && isReachable($0.uid) }.allSatisfy { seen.contains($0.uid) }
+    }
+
+    /// The leader: the reachable member with the lowest address among those
+    /// up or leaving (among joining ones while none is up yet).
+    public var leader: Member? {
+        let reachable = current.filter { isReachable($0.uid) }
+        let candidates = reachable.filter { $0.status == .up || $0.status == .leaving }
+        return (candidates.isEmpty ? reachable.filter { $0.status == .joining } : candidates).first
+    }
+
+    /// Lowest host, then port, then uid: every node sorts members the same way.
+    static func addressOrder(_ a: Member, _ b: Member) -> Bool {
+        (a.node.host, a.node.port, a.node.uid) < (b.node.host, b.node.port, b.node.uid)
+    }
+}
