@@ -68,21 +68,37 @@ public struct Gossip: Codable, Hashable, Sendable {
     /// Members that are part of the cluster now (not removed).
     public var current: [Member] { members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder) }
 
-    public func isReachable(_ uid: UInt64) -> Bool {
-        !reachability.isUnreachable(uid, countingObservers: Set(current.map(\.uid)))
+    /// Current members that some current member observes as unreachable.
+    /// Computed once per question: callers ask it for every member.
+    public var unreachable: Set<UInt64> {
+        let observers = Set(current.map(\.uid))
+        var out: Set<UInt64> = []
+        for (observer, o) in reachability.observers where observers.contains(observer) {
+            for subject in o.unreachable where subject != observer && observers.contains(subject) {
+                out.insert(subject)
+            }
+        }
+        return out
     }
 
-    /// Converged: every current, reachable member that is not down has seen
-    /// this state. Unreachable members are not waited for (they cannot see it);
-    /// that keeps one unreachable member from blocking every change.
+    public func isReachable(_ uid: UInt64) -> Bool { !unreachable.contains(uid) }
+
+    /// Converged: every current, reachable member that is not down or exiting
+    /// has seen this state. Unreachable members are not waited for (they
+    /// cannot see it), so one unreachable member does not block every change;
+    /// nor are exiting ones, which stop once they know they are exiting.
     public var isConverged: Bool {
-        current.filter { $0.status != .down && isReachable($0.uid) }.allSatisfy { seen.contains($0.uid) }
+        let unreachable = self.unreachable
+        return current.allSatisfy {
+            $0.status == .down || $0.status == .exiting || unreachable.contains($0.uid) || seen.contains($0.uid)
+        }
     }
 
     /// The leader: the reachable member with the lowest address among those
     /// up or leaving (among joining ones while none is up yet).
     public var leader: Member? {
-        let reachable = current.filter { isReachable($0.uid) }
+        let unreachable = self.unreachable
+        let reachable = current.filter { !unreachable.contains($0.uid) }
         let candidates = reachable.filter { $0.status == .up || $0.status == .leaving }
         return (candidates.isEmpty ? reachable.filter { $0.status == .joining } : candidates).first
     }

@@ -1,0 +1,189 @@
+/// N real `MembershipCore`s on virtual time and a virtual network: per-message
+/// latency with jitter, loss, partitions and killed nodes, all from one seed,
+/// so a run replays exactly. No threads, sockets or clocks.
+public struct ClusterSimulator {
+    public struct Settings: Sendable {
+        public var nodes: Int
+        public var seed: UInt64
+        /// Mean one-way latency and its uniform jitter, in seconds.
+        public var latency: Double = 0.001
+        public var jitter: Double = 0.0005
+        /// Fraction of messages dropped.
+        public var loss: Double = 0
+        /// Seconds between a node's ticks (heartbeat and gossip period).
+        public var tickInterval: Double = 0.5
+        public var core = MembershipCore.Settings()
+
+        public init(nodes: Int, seed: UInt64) {
+            self.nodes = nodes
+            self.seed = seed
+        }
+    }
+
+    private struct Event {
+        var at: Double
+        var sequence: Int
+        var node: Int
+        var action: MembershipCore.Action?  // nil: this node's tick
+    }
+
+    public let settings: Settings
+    private let core: MembershipCore
+    public private(set) var states: [MembershipCore.State]
+    public private(set) var now: Double = 0
+    public private(set) var killed: Set<Int> = []
+    /// Paused nodes (SIGSTOP) and when they continue.
+    private var pausedUntil: [Int: Double] = [:]
+    /// Events published by each node, with their virtual time.
+    public private(set) var events: [[(time: Double, event: ClusterEvent)]]
+    public private(set) var messagesSent = 0
+    private var blocked: Set<[Int]> = []
+    private var queue: [Event] = []
+    private var sequence = 0
+    private var random: SplitMix64
+
+    public init(settings: Settings) {
+        self.settings = settings
+        core = MembershipCore(settings: settings.core)
+        random = SplitMix64(seed: settings.seed)
+        states = (0..<settings.nodes).map { i in
+            MembershipCore.State(me: Self.address(i), seed: settings.seed &+ UInt64(i) &* 7919)
+        }
+        events = Array(repeating: [], count: settings.nodes)
+        for i in 0..<settings.nodes {
+            let seeds = i == 0 ? [] : [Self.address(0)]
+            schedule(Event(at: Double(i) * 0.01, sequence: 0, node: i, action: .join(seeds: seeds)))
+            schedule(Event(at: Double(i) * 0.01 + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
+        }
+    }
+
+    /// Node `i`'s address: port i + 1, uid i + 1.
+    public static func address(_ i: Int) -> NodeAddress { NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1)) }
+
+    /// Node `i`'s current view.
+    public func view(_ i: Int) -> Gossip { states[i].gossip }
+
+    public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
+
+    // MARK: - Faults
+
+    /// Stops node `i` at once: it neither acts nor answers (SIGKILL).
+    public mutating func kill(_ i: Int) { killed.insert(i) }
+
+    /// Cuts every link between the two groups, both ways.
+    public mutating func partition(_ a: [Int], _ b: [Int]) {
+        for x in a { for y in b { blocked.insert([x, y]); blocked.insert([y, x]) } }
+    }
+
+    public mutating func heal() { blocked.removeAll() }
+
+    /// Freezes node `i` for `seconds` (SIGSTOP, then SIGCONT): everything
+    /// addressed to it waits, in order, and it resumes where it stopped.
+    public mutating func pause(_ i: Int, for seconds: Double) { pausedUntil[i] = now + seconds }
+
+    /// Node `i` leaves gracefully.
+    public mutating func leave(_ i: Int) { apply(.leave, to: i) }
+
+    // MARK: - Running
+
+    /// Runs every event up to virtual time `end`.
+    public mutating func run(until end: Double) {
+        while let first = queue.first, first.at <= end {
+            let event = popFirst()
+            now = event.at
+            guard !killed.contains(event.node), !states[event.node].stopped else { continue }
+            if let until = pausedUntil[event.node] {
+                if now < until {
+                    // Frozen: the event happens when the node continues, after
+                    // those queued before it (sequence order is kept).
+                    schedule(Event(at: until, sequence: 0, node: event.node, action: event.action))
+                    continue
+                }
+                pausedUntil.removeValue(forKey: event.node)
+            }
+            if let action = event.action {
+                apply(action, to: event.node)
+            } else {
+                apply(.tick(now: now), to: event.node)
+                schedule(Event(at: now + settings.tickInterval, sequence: 0, node: event.node, action: nil))
+            }
+        }
+        now = end
+    }
+
+    /// Runs until `condition` holds or `limit` passes; returns the time it held, or nil.
+    public mutating func run(
+        untilTrue condition: (ClusterSimulator) -> Bool, limit: Double, step: Double = 0.1
+    )
+        -> Double?
+    {
+        while now < limit {
+            run(until: now + step)
+            if condition(self) { return now }
+        }
+        return nil
+    }
+
+    private mutating func apply(_ action: MembershipCore.Action, to i: Int) {
+        states[i] = core.reduce(state: states[i], action: action)
+        for directive in states[i].outbox {
+            switch directive {
+            case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
+            case .sendGossip(let to, let gossip): send(from: i, to: to, .gossip(gossip))
+            case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
+            case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
+            case .publish(let event): events[i].append((now, event))
+            case .shutDown: break  // the state is stopped; nothing more happens here
+            }
+        }
+    }
+
+    private mutating func send(from i: Int, to address: NodeAddress, _ action: MembershipCore.Action) {
+        let j = address.port - 1
+        guard j >= 0, j < states.count else { return }
+        messagesSent += 1
+        if blocked.contains([i, j]) || uniform() < settings.loss { return }
+        let delay = settings.latency + (uniform() * 2 - 1) * settings.jitter
+        schedule(Event(at: now + max(0, delay), sequence: 0, node: j, action: action))
+    }
+
+    // MARK: - Event queue (binary heap by time, then insertion order)
+
+    private mutating func schedule(_ e: Event) {
+        var e = e
+        sequence += 1
+        e.sequence = sequence
+        queue.append(e)
+        var child = queue.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard Self.earlier(queue[child], queue[parent]) else { break }
+            queue.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func popFirst() -> Event {
+        let first = queue[0]
+        let last = queue.removeLast()
+        if !queue.isEmpty {
+            queue[0] = last
+            var parent = 0
+            while true {
+                let l = 2 * parent + 1
+                let r = l + 1
+                var m = parent
+                if l < queue.count, Self.earlier(queue[l], queue[m]) { m = l }
+                if r < queue.count, Self.earlier(queue[r], queue[m]) { m = r }
+                if m == parent { break }
+                queue.swapAt(parent, m)
+                parent = m
+            }
+        }
+        return first
+    }
+
+    private static func earlier(_ a: Event, _ b: Event) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
+
+    private mutating func uniform() -> Double { random.unit() }
+}

@@ -1,0 +1,104 @@
+import Oscar
+import Testing
+
+/// The real membership cores, N of them, on the deterministic simulator.
+@Suite struct ClusterSimulatorTests {
+    func allUp(_ sim: ClusterSimulator, _ nodes: [Int], count: Int) -> Bool {
+        nodes.allSatisfy { i in
+            let view = sim.view(i).current
+            return view.count == count && view.allSatisfy { $0.status == .up }
+        }
+    }
+
+    @Test func fiftyNodesConverge() {
+        var sim = ClusterSimulator(settings: .init(nodes: 50, seed: 1))
+        let at = sim.run(untilTrue: { allUp($0, Array(0..<50), count: 50) }, limit: 60)
+        #expect(at != nil, "not every node saw 50 members up within 60 virtual seconds")
+        // One leader, agreed by all.
+        let leaders = Set((0..<50).map { sim.view($0).leader?.uid })
+        #expect(leaders.count == 1)
+    }
+
+    @Test func aKilledNodeIsDetectedThenRemovedEverywhere() {
+        var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 2))
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        let killedAt = sim.now
+        sim.kill(3)
+        let victim = ClusterSimulator.address(3).uid
+        let survivors = [0, 1, 2, 4]
+        let unreachableAt = sim.run(
+            untilTrue: { s in survivors.allSatisfy { !s.view($0).isReachable(victim) } }, limit: killedAt + 10)
+        #expect(unreachableAt != nil)
+        if let t = unreachableAt { #expect(t - killedAt < 3, "unreachable after \(t - killedAt) s") }
+        let removedAt = sim.run(
+            untilTrue: { s in survivors.allSatisfy { s.view($0).members[victim]?.status == .removed } },
+            limit: killedAt + 20)
+        #expect(removedAt != nil)
+        if let t = removedAt { #expect(t - killedAt < 10, "removed after \(t - killedAt) s") }
+        #expect(allUp(sim, survivors, count: 4))
+    }
+
+    @Test func aThreeTwoPartitionLeavesOnlyTheMajorityUp() {
+        var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 3))
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        sim.partition([0, 1, 2], [3, 4])
+        let settled = sim.run(
+            untilTrue: { s in s.isStopped(3) && s.isStopped(4) && allUp(s, [0, 1, 2], count: 3) }, limit: sim.now + 30)
+        #expect(settled != nil, "the minority did not stop, or the majority did not settle on 3")
+        #expect(!sim.isStopped(0) && !sim.isStopped(1) && !sim.isStopped(2))
+    }
+
+    @Test func tenPercentLossCausesNoFalseRemoval() {
+        var settings = ClusterSimulator.Settings(nodes: 5, seed: 4)
+        settings.loss = 0.10
+        var sim = ClusterSimulator(settings: settings)
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 60) != nil)
+        sim.run(until: sim.now + 60)
+        for i in 0..<5 {
+            #expect(!sim.isStopped(i))
+            #expect(sim.view(i).current.count == 5)
+            #expect(!sim.events[i].contains { if case .memberRemoved = $0.event { true } else { false } })
+        }
+    }
+
+    @Test func aGracefulLeaveEndsInRemovalWithNoUnreachablePhase() {
+        var sim = ClusterSimulator(settings: .init(nodes: 4, seed: 5))
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<4), count: 4) }, limit: 30) != nil)
+        sim.leave(2)
+        let leaver = ClusterSimulator.address(2).uid
+        let done = sim.run(
+            untilTrue: { s in [0, 1, 3].allSatisfy { s.view($0).members[leaver]?.status == .removed } },
+            limit: sim.now + 20)
+        #expect(done != nil)
+        for i in [0, 1, 3] {
+            #expect(
+                !sim.events[i].contains { if case .unreachable(let m) = $0.event { m.uid == leaver } else { false } })
+        }
+    }
+
+    @Test func theSameSeedReplaysTheSameRun() {
+        func run() -> [String] {
+            var sim = ClusterSimulator(settings: .init(nodes: 8, seed: 42))
+            sim.run(until: 10)
+            sim.kill(5)
+            sim.run(until: 25)
+            return (0..<8).flatMap { i in sim.events[i].map { "\(i) \($0.time) \($0.event)" } }
+        }
+        #expect(run() == run())
+    }
+}
+
+extension ClusterSimulatorTests {
+    @Test func aNodePausedForTwoSecondsIsNotRemoved() {
+        var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 6))
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        sim.pause(3, for: 2)
+        sim.run(until: sim.now + 20)
+        for i in 0..<5 {
+            #expect(!sim.isStopped(i))
+            #expect(sim.view(i).current.count == 5, "node \(i) sees \(sim.view(i).current.count)")
+            #expect(!sim.events[i].contains { if case .memberRemoved = $0.event { true } else { false } })
+        }
+        #expect(allUp(sim, Array(0..<5), count: 5))
+    }
+}
