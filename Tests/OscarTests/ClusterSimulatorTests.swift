@@ -70,6 +70,7 @@ import Testing
             untilTrue: { s in [0, 1, 3].allSatisfy { s.view($0).members[leaver]?.status == .removed } },
             limit: sim.now + 20)
         #expect(done != nil)
+        #expect(sim.isStopped(2), "the leaving node must learn it is exiting and stop")
         for i in [0, 1, 3] {
             #expect(
                 !sim.events[i].contains { if case .unreachable(let m) = $0.event { m.uid == leaver } else { false } })

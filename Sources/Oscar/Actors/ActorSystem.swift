@@ -132,6 +132,17 @@ public final class ActorSystem: Sendable {
         return cell.ref
     }
 
+    /// Creates an actor at a full path on a given loop (system actors).
+    func spawn<A: Reactor>(
+        path: String, on loop: EventLoop, _ make: @escaping @Sendable () -> A
+    ) throws(SpawnError)
+        -> ActorRef
+    {
+        let cell = try register(path, loop: loop, make: { ReactorBox(make()) })
+        cell.loop.execute { cell.startIfNeeded() }
+        return cell.ref
+    }
+
     /// Stops an actor, or every actor of a pool, after its current message.
     public func stop(_ ref: ActorRef) {
         switch ref.target {

@@ -236,6 +236,11 @@ public struct MembershipCore: Core {
             changed = s.gossip.update(m, by: s.me.uid) || changed
         }
         if changed { gossip(&s, count: settings.gossipFanout + 1) }
+        // Gossip no longer goes to exiting members, so tell them directly:
+        // seeing itself exiting is what lets a leaving node stop.
+        for m in s.gossip.current where m.status == .exiting && m.uid != s.me.uid {
+            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+        }
     }
 
     /// Keep-majority: once the unreachable set has been stable for

@@ -32,11 +32,22 @@ public final class ClusterNode: Sendable {
         /// It trades a little CPU after each burst of messages for not waking
         /// a halted vCPU per message; see the README's W2 figures.
         public var spinBeforeBlock: Duration
+        /// Nodes to join through (any one alive is enough). Empty: this node
+        /// forms a cluster of its own, which others can join.
+        public var seeds: [NodeAddress]
+        /// Roles this member has (pools can place routees by role).
+        public var roles: Set<String>
+        /// Failure detection, downing and gossip settings.
+        public var membership: MembershipCore.Settings
+        /// How often membership gossips, heartbeats and checks. Default 500 ms.
+        public var membershipTick: Duration
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
             mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
-            name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100)
+            name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
+            roles: Set<String> = [], membership: MembershipCore.Settings = .init(),
+            membershipTick: Duration = .milliseconds(500)
         ) {
             self.host = host
             self.port = port
@@ -47,10 +58,15 @@ public final class ClusterNode: Sendable {
             self.outboundCapacity = outboundCapacity
             self.name = name
             self.spinBeforeBlock = spinBeforeBlock
+            self.seeds = seeds
+            self.roles = roles
+            self.membership = membership
+            self.membershipTick = membershipTick
         }
     }
 
     public let system: ActorSystem
+    private let hub = ClusterEventHub()
 
     /// This node: the host and the port it actually listens on, and its uid.
     public var address: NodeAddress { system.node }
@@ -71,7 +87,40 @@ public final class ClusterNode: Sendable {
         let transport = Transport(system: system, secret: settings.secret, settings: transportSettings)
         system.attach(transport)
         try transport.listen(fd: fd)
+        let (me, hub) = (system.node, self.hub)
+        let (roles, seeds, membership, tick) = (
+            settings.roles, settings.seeds, settings.membership, settings.membershipTick
+        )
+        // A fresh system: the path is free.
+        _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
+            MembershipShell(me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub)
+        }
     }
+
+    /// Membership changes as this node sees them, from now on.
+    public var events: AsyncStream<ClusterEvent> { hub.subscribe() }
+
+    /// The members as `node` (this one by default) sees them.
+    public func membership(
+        of node: NodeAddress? = nil, timeout: Duration = .seconds(5)
+    ) async throws(AskError)
+        -> MembershipSnapshot
+    {
+        let target = node ?? address
+        let ref = system.ref(
+            for: ActorAddress(node: NodeAddress(host: target.host, port: target.port), path: MembershipShell.path))
+        return try await ref.ask(MembershipShell.GetMembers(), timeout: timeout)
+    }
+
+    /// Leaves the cluster gracefully: leaving, exiting, removed, with no
+    /// unreachable phase. `onRemoved` is called when it is done.
+    public func leave() {
+        system.ref(for: ActorAddress(node: address, path: MembershipShell.path)).tell(MembershipShell.Leave())
+    }
+
+    /// Called once when membership says this node must stop: it left, or it
+    /// was downed (keep-majority downing on the minority side, or an operator).
+    public func onRemoved(_ body: @escaping @Sendable (String) -> Void) { hub.onShutdown(body) }
 
     /// Closes every connection (waiting asks fail with `nodeUnreachable`),
     /// stops every actor and loop.

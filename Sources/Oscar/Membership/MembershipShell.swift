@@ -1,0 +1,180 @@
+import Synchronization
+
+/// The I/O half of membership: an actor at `/system/membership` on every node.
+/// It owns the `MembershipCore` state, feeds it ticks, and performs its
+/// directives by telling the membership actors of other nodes, through the
+/// same transport as every other message. It decides nothing itself.
+final class MembershipShell: Reactor {
+    static let path = "/system/membership"
+
+    /// Everything nodes say to each other about membership: one message type,
+    /// so one manifest, with the kind inside.
+    struct Wire: Message {
+        enum Kind: Codable, Sendable {
+            case join(Member)
+            case gossip(Gossip)
+            case heartbeatRequest(NodeAddress)
+            case heartbeat(UInt64)
+        }
+        var kind: Kind
+        static var manifest: String { "oscar.membership" }
+    }
+
+    struct Tick: Message {}
+    struct Leave: Message {}
+    struct Down: Message { var uid: UInt64 }
+
+    /// The members as this node sees them, for `oscar members` and /members.
+    struct GetMembers: Message {
+        typealias Reply = Snapshot
+        static var manifest: String { "oscar.members" }
+    }
+
+    typealias Snapshot = MembershipSnapshot
+
+    private let core: MembershipCore
+    private var state: MembershipCore.State
+    private let seeds: [NodeAddress]
+    private let tickInterval: Duration
+    private let events: ClusterEventHub
+    private var context: ActorContext?
+    private let clock = ContinuousClock()
+    private let start: ContinuousClock.Instant
+    private var timer: LoopTimer?
+
+    init(
+        me: NodeAddress, roles: Set<String>, seeds: [NodeAddress], settings: MembershipCore.Settings,
+        tickInterval: Duration, events: ClusterEventHub
+    ) {
+        core = MembershipCore(settings: settings)
+        state = MembershipCore.State(me: me, roles: roles, seed: me.uid)
+        self.seeds = seeds
+        self.tickInterval = tickInterval
+        self.events = events
+        start = clock.now
+    }
+
+    static func reactions(_ r: inout Reactions<MembershipShell>) {
+        r.on(
+            Wire.self,
+            do: { me, m in
+                switch m.kind {
+                case .join(let member): me.apply(.joinRequest(member))
+                case .gossip(let gossip): me.apply(.gossip(gossip))
+                case .heartbeatRequest(let from): me.apply(.heartbeatRequest(from: from))
+                case .heartbeat(let uid): me.apply(.heartbeat(from: uid))
+                }
+            })
+        r.on(Tick.self, do: { me, _ in me.apply(.tick(now: me.now)) })
+        r.on(Leave.self, do: { me, _ in me.apply(.leave) })
+        r.on(Down.self, do: { me, m in me.apply(.down(m.uid)) })
+        r.on(
+            GetMembers.self,
+            result: { me, _ in
+                MembershipSnapshot(
+                    members: me.state.gossip.current, unreachable: me.state.gossip.unreachable,
+                    leader: me.state.gossip.leader?.node, observer: me.state.me.node)
+            })
+    }
+
+    func started(_ context: ActorContext) {
+        self.context = context
+        apply(.join(seeds: seeds))
+        scheduleTick()
+    }
+
+    func stopped() {
+        if let timer, let loop = EventLoop.current { loop.cancelTimer(timer) }
+        events.finish()
+    }
+
+    private var now: Double { (clock.now - start).seconds }
+
+    private func scheduleTick() {
+        guard let loop = EventLoop.current, let context else { return }
+        let me = context.ref
+        timer = loop.scheduleTimer(after: tickInterval) { [weak self] in
+            me.tell(Tick())
+            self?.scheduleTick()
+        }
+    }
+
+    private func apply(_ action: MembershipCore.Action) {
+        state = core.reduce(state: state, action: action)
+        guard let context else { return }
+        for directive in state.outbox {
+            switch directive {
+            case .sendJoin(let to, let member): send(.join(member), to: to, context)
+            case .sendGossip(let to, let gossip): send(.gossip(gossip), to: to, context)
+            case .sendHeartbeatRequest(let to): send(.heartbeatRequest(state.me.node), to: to, context)
+            case .sendHeartbeat(let to): send(.heartbeat(state.me.uid), to: to, context)
+            case .publish(let event):
+                Log.shared.info("cluster: \(event)")
+                events.publish(event)
+            case .shutDown(let reason):
+                Log.shared.warning("cluster: \(reason); this node stops")
+                events.publish(.leaderChanged(nil))
+                events.requestShutdown(reason)
+            }
+        }
+    }
+
+    private func send(_ kind: Wire.Kind, to node: NodeAddress, _ context: ActorContext) {
+        context.system.ref(for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: Self.path))
+            .tell(Wire(kind: kind))
+    }
+}
+
+/// Hands cluster events to subscribers as AsyncStreams, and tells the node
+/// when membership says it must stop.
+final class ClusterEventHub: Sendable {
+    private struct State {
+        var subscribers: [Int: AsyncStream<ClusterEvent>.Continuation] = [:]
+        var next = 0
+        var onShutdown: (@Sendable (String) -> Void)?
+        var finished = false
+    }
+    private let state = Mutex(State())
+
+    func subscribe() -> AsyncStream<ClusterEvent> {
+        let (stream, continuation) = AsyncStream<ClusterEvent>.makeStream()
+        let finished = state.withLock { s -> Bool in
+            if s.finished { return true }
+            s.next += 1
+            s.subscribers[s.next] = continuation
+            return false
+        }
+        if finished { continuation.finish() }
+        return stream
+    }
+
+    func publish(_ event: ClusterEvent) {
+        for c in state.withLock({ Array($0.subscribers.values) }) { c.yield(event) }
+    }
+
+    func finish() {
+        let all = state.withLock { s -> [AsyncStream<ClusterEvent>.Continuation] in
+            s.finished = true
+            defer { s.subscribers.removeAll() }
+            return Array(s.subscribers.values)
+        }
+        for c in all { c.finish() }
+    }
+
+    func onShutdown(_ body: @escaping @Sendable (String) -> Void) { state.withLock { $0.onShutdown = body } }
+
+    func requestShutdown(_ reason: String) {
+        state.withLock { $0.onShutdown }?(reason)
+    }
+}
+
+/// The cluster's members as one node sees them.
+public struct MembershipSnapshot: Codable, Sendable {
+    /// Current members (not removed), in address order.
+    public var members: [Member]
+    /// Uids of members some member observes as unreachable.
+    public var unreachable: Set<UInt64>
+    public var leader: NodeAddress?
+    /// The node whose view this is.
+    public var observer: NodeAddress
+}

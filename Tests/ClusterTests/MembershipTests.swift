@@ -1,0 +1,65 @@
+import Oscar
+import OscarTestSupport
+import Testing
+
+/// Membership over real sockets on 127.0.0.1, several nodes in one process.
+@Suite struct MembershipTests {
+    func clusterNode(seeds: [NodeAddress] = []) throws -> ClusterNode {
+        try ClusterNode(
+            settings: .init(secret: "s3cret", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200)))
+    }
+
+    func upCount(_ node: ClusterNode) async -> Int {
+        ((try? await node.membership())?.members ?? []).filter { $0.status == .up }.count
+    }
+
+    @Test func threeNodesJoinThroughASeedAndAllSeeThreeUp() async throws {
+        let seed = try clusterNode()
+        let b = try clusterNode(seeds: [seed.address])
+        let c = try clusterNode(seeds: [seed.address])
+        defer { [c, b, seed].forEach { $0.shutdown() } }
+        for node in [seed, b, c] {
+            #expect(await eventually(timeout: .seconds(15)) { await upCount(node) == 3 })
+        }
+        // Every node agrees on the leader: the lowest address.
+        let leaders = try await [seed, b, c].asyncMap { try await $0.membership().leader }
+        #expect(Set(leaders.map { $0?.port }).count == 1)
+        // One node's view can be asked from another.
+        let remoteView = try await seed.membership(of: c.address)
+        #expect(remoteView.observer.port == c.address.port)
+    }
+
+    @Test func aGracefulLeaveEndsInRemoval() async throws {
+        let seed = try clusterNode()
+        let b = try clusterNode(seeds: [seed.address])
+        let c = try clusterNode(seeds: [seed.address])
+        defer { [c, b, seed].forEach { $0.shutdown() } }
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 3 })
+        let removed = Record<String>()
+        c.onRemoved { removed.append($0) }
+        let events = seed.events
+        let sawUnreachable = Tally()
+        let watcher = Task {
+            for await event in events {
+                if case .unreachable(let m) = event, m.node.port == c.address.port { sawUnreachable.increment() }
+            }
+        }
+        c.leave()
+        #expect(await eventually(timeout: .seconds(15)) { removed.all.count == 1 })
+        #expect(
+            await eventually(timeout: .seconds(15)) {
+                let members = (try? await seed.membership())?.members ?? []
+                return members.count == 2 && !members.contains { $0.node.port == c.address.port }
+            })
+        #expect(sawUnreachable.count == 0)
+        watcher.cancel()
+    }
+}
+
+extension Array {
+    func asyncMap<T>(_ body: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for e in self { out.append(try await body(e)) }
+        return out
+    }
+}
