@@ -26,10 +26,23 @@ enum NetworkCommands {
 
     // MARK: - oscar node
 
+    /// Parses `host:port` (a seed, or the node to ask).
+    static func nodeAddress(_ text: String, option: String) throws(CLIError) -> NodeAddress {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (1...65535).contains(port), colon > text.startIndex
+        else { throw .usage("--\(option) takes host:port, such as 127.0.0.1:7000, not '\(text)'") }
+        return NodeAddress(host: String(text[..<colon]), port: port)
+    }
+
     static func node(_ args: inout Arguments) async throws(CLIError) {
         let port = try args.int("port", default: 7000, range: 0...65535)
         let host = args.option("host") ?? "127.0.0.1"
         let loops = try args.int("loops", default: EventLoopGroup.defaultLoopCount, range: 1...256)
+        var seeds: [NodeAddress] = []
+        for text in (args.option("seed") ?? "").split(separator: ",") where !text.isEmpty {
+            seeds.append(try nodeAddress(String(text), option: "seed"))
+        }
+        let roles = Set((args.option("roles") ?? "").split(separator: ",").map(String.init))
         let secret = secret(&args)
         let level = args.option("log-level") ?? "info"
         try args.rejectUnknownOptions()
@@ -39,19 +52,100 @@ enum NetworkCommands {
         Log.shared.level = logLevel
         let node: ClusterNode
         do {
-            node = try ClusterNode(settings: .init(host: host, port: port, secret: secret, loopCount: loops)) {
-                Demo.declare(in: &$0)
-            }
+            node = try ClusterNode(
+                settings: .init(host: host, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles)
+            ) { Demo.declare(in: &$0) }
         } catch {
             throw .failed("\(error)")
         }
         Log.shared.setPrefix("[\(node.address)]")
         print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
         print("actors: /user/echo (Echo), /user/counter (Increment, GetCount), /user/kv (Put, Get)")
-        let signal = await waitForSignal([SIGINT, SIGTERM])
-        Log.shared.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"); shutting down")
+        if seeds.isEmpty {
+            print("no seeds: this node forms a new cluster; others join with --seed \(node.address)")
+        } else {
+            print("joining through \(seeds.map(\.description).joined(separator: ", "))")
+        }
+        let removed = OnceSignal()
+        node.onRemoved { reason in
+            Log.shared.warning("leaving the cluster: \(reason)")
+            removed.fire()
+        }
+        switch await firstOf(signal: [SIGINT, SIGTERM], or: removed) {
+        case .signal(let signal):
+            // A signal is a graceful leave: leaving, exiting, removed, so the
+            // others never see this node unreachable. Bounded: 10 s at most.
+            Log.shared.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"); leaving the cluster")
+            node.leave()
+            _ = await removed.wait(timeout: .seconds(10))
+        case .removed:
+            break
+        }
         node.shutdown()
         print("oscar node stopped")
+    }
+
+    enum Wakeup { case signal(Int32), removed }
+
+    /// Waits for one of the signals or for `removed`, whichever comes first.
+    static func firstOf(signal signals: [Int32], or removed: OnceSignal) async -> Wakeup {
+        await withTaskGroup(of: Wakeup.self) { group in
+            group.addTask { .signal(await waitForSignal(signals)) }
+            group.addTask {
+                await removed.wait(timeout: .seconds(365 * 24 * 3600))
+                return .removed
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+
+    // MARK: - oscar members / leave
+
+    static func members(_ args: inout Arguments, json: Bool) async throws(CLIError) {
+        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
+        let secret = secret(&args)
+        try args.rejectUnknownOptions()
+        Log.shared.level = .off
+        let client: ClusterNode
+        do {
+            client = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
+        } catch {
+            throw .failed("\(error)")
+        }
+        defer { client.shutdown() }
+        let view: MembershipSnapshot
+        do {
+            view = try await client.membership(of: target)
+        } catch {
+            throw askFailure(error)
+        }
+        if json {
+            print(MembersTable.json(view))
+        } else {
+            print(MembersTable.text(view))
+        }
+    }
+
+    static func leave(_ args: inout Arguments) async throws(CLIError) {
+        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
+        let secret = secret(&args)
+        try args.rejectUnknownOptions()
+        Log.shared.level = .off
+        let client: ClusterNode
+        do {
+            client = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
+        } catch {
+            throw .failed("\(error)")
+        }
+        defer { client.shutdown() }
+        do {
+            try await client.requestLeave(of: target)
+        } catch {
+            throw askFailure(error)
+        }
+        print("asked \(target) to leave the cluster")
     }
 
     static func waitForSignal(_ signals: [Int32]) async -> Int32 {
@@ -161,4 +255,32 @@ final class OnceFlag: @unchecked Sendable {
 enum SignalSources {
     nonisolated(unsafe) private static var kept: [any DispatchSourceSignal] = []
     static func keep(_ sources: [any DispatchSourceSignal]) { kept += sources }
+}
+
+/// A one-shot signal that async code can wait on, with a deadline.
+final class OnceSignal: Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+    init() { (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+    func fire() {
+        continuation.yield()
+        continuation.finish()
+    }
+    /// True if fired within `timeout`.
+    @discardableResult
+    func wait(timeout: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [stream] in
+                for await _ in stream { return true }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
 }

@@ -8,8 +8,13 @@ let usage = """
     oscar — distributed actors for Swift
 
     USAGE
-      oscar node [--port 7000] [--host 127.0.0.1] [--loops N] [--secret S] [--log-level info]
-                                      run a node hosting the demo actors (echo, counter, kv)
+      oscar node [--port 7000] [--host 127.0.0.1] [--seed host:port[,host:port]] [--roles r1,r2]
+                 [--loops N] [--secret S] [--log-level info]
+                                      run a node hosting the demo actors (echo, counter, kv);
+                                      with --seed it joins that cluster. SIGINT/SIGTERM: leave, stop
+      oscar members [--node host:port] [--json]
+                                      the member table as that node sees it
+      oscar leave [--node host:port]  ask a node to leave the cluster gracefully
       oscar ask URI Type JSON [--timeout 5s] [--secret S]
                                       ask an actor; prints the reply as JSON
       oscar tell URI Type JSON [--secret S]
@@ -51,6 +56,10 @@ do throws(CLIError) {
         try await DemoCommand.run()
     case "node":
         try await NetworkCommands.node(&args)
+    case "members":
+        try await NetworkCommands.members(&args, json: args.has("json"))
+    case "leave":
+        try await NetworkCommands.leave(&args)
     case "ask":
         try await NetworkCommands.ask(&args, json: args.has("json"))
     case "tell":

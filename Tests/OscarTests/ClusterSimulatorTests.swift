@@ -103,3 +103,16 @@ extension ClusterSimulatorTests {
         #expect(allUp(sim, Array(0..<5), count: 5))
     }
 }
+
+extension ClusterSimulatorTests {
+    @Test func nodesWaitingForALateSeedDoNotFormClustersOfTheirOwn() {
+        var settings = ClusterSimulator.Settings(nodes: 5, seed: 7)
+        settings.seedStartDelay = 5
+        var sim = ClusterSimulator(settings: settings)
+        sim.run(until: 4)
+        for i in 1..<5 { #expect(sim.view(i).members.values.allSatisfy { $0.status == .joining }) }
+        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 40) != nil)
+        let upNumbers = sim.view(0).current.map(\.upNumber).sorted()
+        #expect(upNumbers == [1, 2, 3, 4, 5], "\(upNumbers)")
+    }
+}

@@ -13,6 +13,9 @@ public struct ClusterSimulator {
         /// Seconds between a node's ticks (heartbeat and gossip period).
         public var tickInterval: Double = 0.5
         public var core = MembershipCore.Settings()
+        /// The seed (node 0) starts this much later than the others, which
+        /// wait for it.
+        public var seedStartDelay: Double = 0
 
         public init(nodes: Int, seed: UInt64) {
             self.nodes = nodes
@@ -34,6 +37,8 @@ public struct ClusterSimulator {
     public private(set) var killed: Set<Int> = []
     /// Paused nodes (SIGSTOP) and when they continue.
     private var pausedUntil: [Int: Double] = [:]
+    /// Nodes whose `join` has run (a node that has not started does nothing).
+    private var started: Set<Int> = []
     /// Events published by each node, with their virtual time.
     public private(set) var events: [[(time: Double, event: ClusterEvent)]]
     public private(set) var messagesSent = 0
@@ -52,8 +57,9 @@ public struct ClusterSimulator {
         events = Array(repeating: [], count: settings.nodes)
         for i in 0..<settings.nodes {
             let seeds = i == 0 ? [] : [Self.address(0)]
-            schedule(Event(at: Double(i) * 0.01, sequence: 0, node: i, action: .join(seeds: seeds)))
-            schedule(Event(at: Double(i) * 0.01 + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
+            let start = (i == 0 ? settings.seedStartDelay : 0) + Double(i) * 0.01
+            schedule(Event(at: start, sequence: 0, node: i, action: .join(seeds: seeds)))
+            schedule(Event(at: start + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
         }
     }
 
@@ -92,6 +98,7 @@ public struct ClusterSimulator {
             let event = popFirst()
             now = event.at
             guard !killed.contains(event.node), !states[event.node].stopped else { continue }
+            if event.action == nil, !started.contains(event.node) { continue }
             if let until = pausedUntil[event.node] {
                 if now < until {
                     // Frozen: the event happens when the node continues, after
@@ -125,6 +132,8 @@ public struct ClusterSimulator {
     }
 
     private mutating func apply(_ action: MembershipCore.Action, to i: Int) {
+        if case .join = action { started.insert(i) }
+        guard started.contains(i) else { return }  // not running yet: messages to it are lost
         states[i] = core.reduce(state: states[i], action: action)
         for directive in states[i].outbox {
             switch directive {

@@ -73,6 +73,10 @@ public struct MembershipCore: Core {
         var lastUnreachable: Set<UInt64> = []
         var random: SplitMix64
         var stopped = false
+        /// False while this node waits for a seed to let it in. Until then it
+        /// must not act as a leader of its one-member view: promoting itself
+        /// to up would start a second cluster.
+        var admitted = false
 
         public init(me: NodeAddress, roles: Set<String> = [], seed: UInt64) {
             self.me = Member(node: me, roles: roles)
@@ -98,6 +102,7 @@ public struct MembershipCore: Core {
             s.gossip.update(s.me, by: s.me.uid)
             if s.seeds.isEmpty {
                 // The first node forms the cluster on its own.
+                s.admitted = true
                 var me = s.me
                 me.status = .up
                 me.upNumber = 1
@@ -115,6 +120,7 @@ public struct MembershipCore: Core {
             // that have not seen the state), so receiving sends nothing.
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
+            if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
         case .heartbeatRequest(let watcher):
             s.outbox.append(.sendHeartbeat(to: watcher))
         case .heartbeat(let uid):
@@ -172,7 +178,7 @@ public struct MembershipCore: Core {
         }
         detect(&s, others)
         gossip(&s, count: settings.gossipFanout)
-        if s.gossip.leader?.uid == s.me.uid { leaderActions(&s) }
+        if s.admitted, s.gossip.leader?.uid == s.me.uid { leaderActions(&s) }
         downing(&s)
     }
 

@@ -118,6 +118,14 @@ public final class ClusterNode: Sendable {
         system.ref(for: ActorAddress(node: address, path: MembershipShell.path)).tell(MembershipShell.Leave())
     }
 
+    /// Asks another node to leave the cluster gracefully.
+    public func requestLeave(of node: NodeAddress, timeout: Duration = .seconds(5)) async throws(AskError) {
+        let ref = system.ref(
+            for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: MembershipShell.path))
+        ref.tell(MembershipShell.Leave())
+        _ = try await ref.ask(Identify(), timeout: timeout)  // FIFO: the leave has arrived
+    }
+
     /// Called once when membership says this node must stop: it left, or it
     /// was downed (keep-majority downing on the minority side, or an operator).
     public func onRemoved(_ body: @escaping @Sendable (String) -> Void) { hub.onShutdown(body) }

@@ -1,0 +1,32 @@
+import Oscar
+
+/// `oscar members` output: a table for people, JSON for scripts.
+enum MembersTable {
+    static func text(_ view: MembershipSnapshot) -> String {
+        var rows = [["ADDRESS", "UID", "STATUS", "REACHABLE", "LEADER", "ROLES"]]
+        for m in view.members {
+            rows.append([
+                "\(m.node)", "\(m.uid)", m.status.rawValue, view.unreachable.contains(m.uid) ? "no" : "yes",
+                isLeader(m, view) ? "*" : "",
+                m.roles.sorted().joined(separator: ","),
+            ])
+        }
+        let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
+        let lines = rows.map { row in
+            zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+        }
+        return (["members as \(view.observer) sees them:"] + lines).joined(separator: "\n")
+    }
+
+    static func isLeader(_ m: Member, _ view: MembershipSnapshot) -> Bool { view.leader == m.node }
+
+    static func json(_ view: MembershipSnapshot) -> String {
+        let members = view.members.map { m in
+            let roles = m.roles.sorted().map { "\"\($0)\"" }.joined(separator: ",")
+            return "{\"address\":\"\(m.node)\",\"uid\":\(m.uid),\"status\":\"\(m.status.rawValue)\","
+                + "\"reachable\":\(!view.unreachable.contains(m.uid)),\"leader\":\(isLeader(m, view)),"
+                + "\"roles\":[\(roles)],\"upNumber\":\(m.upNumber)}"
+        }
+        return "{\"observer\":\"\(view.observer)\",\"members\":[\(members.joined(separator: ","))]}"
+    }
+}
