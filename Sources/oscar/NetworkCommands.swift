@@ -66,40 +66,32 @@ enum NetworkCommands {
         } else {
             print("joining through \(seeds.map(\.description).joined(separator: ", "))")
         }
-        let removed = OnceSignal()
+        // Everything that can end the node arrives on one stream: a signal,
+        // membership removing it, or the bound on a graceful leave.
+        let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
         node.onRemoved { reason in
             Log.shared.warning("leaving the cluster: \(reason)")
-            removed.fire()
+            wake.yield(.removed)
         }
-        switch await firstOf(signal: [SIGINT, SIGTERM], or: removed) {
-        case .signal(let signal):
+        onSignals([SIGINT, SIGTERM]) { wake.yield(.signal($0)) }
+        var iterator = wakeups.makeAsyncIterator()
+        if case .signal(let signal) = await iterator.next() {
             // A signal is a graceful leave: leaving, exiting, removed, so the
             // others never see this node unreachable. Bounded: 10 s at most.
             Log.shared.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"); leaving the cluster")
             node.leave()
-            _ = await removed.wait(timeout: .seconds(10))
-        case .removed:
-            break
+            let bound = Task {
+                try? await Task.sleep(for: .seconds(10))
+                wake.yield(.timedOut)
+            }
+            while let next = await iterator.next(), next != .removed, next != .timedOut {}
+            bound.cancel()
         }
         node.shutdown()
         print("oscar node stopped")
     }
 
-    enum Wakeup { case signal(Int32), removed }
-
-    /// Waits for one of the signals or for `removed`, whichever comes first.
-    static func firstOf(signal signals: [Int32], or removed: OnceSignal) async -> Wakeup {
-        await withTaskGroup(of: Wakeup.self) { group in
-            group.addTask { .signal(await waitForSignal(signals)) }
-            group.addTask {
-                await removed.wait(timeout: .seconds(365 * 24 * 3600))
-                return .removed
-            }
-            let first = await group.next()!
-            group.cancelAll()
-            return first
-        }
-    }
+    enum Wakeup: Equatable, Sendable { case signal(Int32), removed, timedOut }
 
     // MARK: - oscar members / leave
 
@@ -148,21 +140,18 @@ enum NetworkCommands {
         print("asked \(target) to leave the cluster")
     }
 
-    static func waitForSignal(_ signals: [Int32]) async -> Int32 {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            let once = OnceFlag()
-            var sources: [any DispatchSourceSignal] = []
-            for s in signals {
-                Glibc.signal(s, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: s)
-                source.setEventHandler {
-                    if once.claim() { continuation.resume(returning: s) }
-                }
-                source.resume()
-                sources.append(source)
-            }
-            SignalSources.keep(sources)
+    /// Calls `handler` (on a dispatch queue) for each of these signals,
+    /// which no longer terminate the process.
+    static func onSignals(_ signals: [Int32], _ handler: @escaping @Sendable (Int32) -> Void) {
+        var sources: [any DispatchSourceSignal] = []
+        for s in signals {
+            Glibc.signal(s, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: s)
+            source.setEventHandler { handler(s) }
+            source.resume()
+            sources.append(source)
         }
+        SignalSources.keep(sources)
     }
 
     // MARK: - oscar tell / ask
@@ -240,47 +229,8 @@ enum NetworkCommands {
     }
 }
 
-/// True for the first caller only.
-final class OnceFlag: @unchecked Sendable {
-    private var claimed = false
-    private let lock = DispatchQueue(label: "oscar.once")
-    func claim() -> Bool {
-        lock.sync {
-            defer { claimed = true }; return !claimed
-        }
-    }
-}
-
 /// Keeps signal sources alive for the life of the process.
 enum SignalSources {
     nonisolated(unsafe) private static var kept: [any DispatchSourceSignal] = []
     static func keep(_ sources: [any DispatchSourceSignal]) { kept += sources }
-}
-
-/// A one-shot signal that async code can wait on, with a deadline.
-final class OnceSignal: Sendable {
-    private let stream: AsyncStream<Void>
-    private let continuation: AsyncStream<Void>.Continuation
-    init() { (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
-    func fire() {
-        continuation.yield()
-        continuation.finish()
-    }
-    /// True if fired within `timeout`.
-    @discardableResult
-    func wait(timeout: Duration) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [stream] in
-                for await _ in stream { return true }
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next()!
-            group.cancelAll()
-            return first
-        }
-    }
 }

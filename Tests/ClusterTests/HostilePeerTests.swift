@@ -74,16 +74,25 @@ final class RawPeer {
     }
 }
 
+/// Runs blocking socket work on a Dispatch thread: blocking one of the
+/// cooperative pool's threads (one per core) would stall every other test.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
 @Suite struct HostilePeerTests {
     /// After `attack` against B, a well-behaved node A still gets answers from B.
-    func nodeServesOn(after attack: (Int) throws -> Void) async throws {
+    func nodeServesOn(after attack: @escaping @Sendable (Int) throws -> Void) async throws {
         let a = try node()
         let b = try node()
         defer {
             a.shutdown()
             b.shutdown()
         }
-        try attack(b.address.port)
+        let port = b.address.port
+        try await offThePool { try attack(port) }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         #expect(try await remote.ask(Ping(n: 5)).n == 5)
     }
@@ -118,7 +127,15 @@ final class RawPeer {
     @Test func aWrongSecretHearsWhyItWasRejected() async throws {
         let b = try node()
         defer { b.shutdown() }
-        let peer = try RawPeer(port: b.address.port)
+        let port = b.address.port
+        let reason = try await offThePool { try Self.rejectionReasonForAWrongSecret(port: port) }
+        #expect(reason.contains("secret"))
+    }
+
+    /// Connects with the wrong secret, sends a wrong proof, and returns the
+    /// reason in the node's Reject.
+    static func rejectionReasonForAWrongSecret(port: Int) throws -> String {
+        let peer = try RawPeer(port: port)
         var h = Handshake(
             role: .initiator, local: .local(host: "127.0.0.1", port: 1), secret: Array("wrong".utf8),
             nonce: Handshake.randomNonce())
@@ -134,7 +151,6 @@ final class RawPeer {
                 .proof, try CBOREncoder().encode(Handshake.Proof(mac: Data(count: 32)))))
         let reject = try #require(peer.readFrame())
         #expect(reject.0 == .reject)
-        let reason = try CBORDecoder().decode(Handshake.Reject.self, from: reject.1).reason
-        #expect(reason.contains("secret"))
+        return try CBORDecoder().decode(Handshake.Reject.self, from: reject.1).reason
     }
 }

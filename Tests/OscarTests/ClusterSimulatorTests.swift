@@ -2,7 +2,31 @@ import Oscar
 import Testing
 
 /// The real membership cores, N of them, on the deterministic simulator.
+///
+/// Simulations advance in 0.1 s virtual steps and yield between them: a long
+/// synchronous run would hold one of the cooperative pool's threads (one per
+/// core) and stall every other test.
 @Suite struct ClusterSimulatorTests {
+    /// Runs until `condition` holds or `limit` (virtual seconds) passes;
+    /// returns the virtual time it held, or nil.
+    func advance(
+        _ sim: inout ClusterSimulator, until condition: (ClusterSimulator) -> Bool, limit: Double
+    ) async
+        -> Double?
+    {
+        while sim.now < limit {
+            sim.run(until: sim.now + 0.1)
+            if condition(sim) { return sim.now }
+            await Task.yield()
+        }
+        return nil
+    }
+
+    /// Runs to virtual time `end`.
+    func advance(_ sim: inout ClusterSimulator, to end: Double) async {
+        _ = await advance(&sim, until: { _ in false }, limit: end)
+    }
+
     func allUp(_ sim: ClusterSimulator, _ nodes: [Int], count: Int) -> Bool {
         nodes.allSatisfy { i in
             let view = sim.view(i).current
@@ -10,50 +34,51 @@ import Testing
         }
     }
 
-    @Test func fiftyNodesConverge() {
+    @Test func fiftyNodesConverge() async {
         var sim = ClusterSimulator(settings: .init(nodes: 50, seed: 1))
-        let at = sim.run(untilTrue: { allUp($0, Array(0..<50), count: 50) }, limit: 60)
+        let at = await advance(&sim, until: { allUp($0, Array(0..<50), count: 50) }, limit: 60)
         #expect(at != nil, "not every node saw 50 members up within 60 virtual seconds")
         // One leader, agreed by all.
         let leaders = Set((0..<50).map { sim.view($0).leader?.uid })
         #expect(leaders.count == 1)
     }
 
-    @Test func aKilledNodeIsDetectedThenRemovedEverywhere() {
+    @Test func aKilledNodeIsDetectedThenRemovedEverywhere() async {
         var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 2))
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
         let killedAt = sim.now
         sim.kill(3)
         let victim = ClusterSimulator.address(3).uid
         let survivors = [0, 1, 2, 4]
-        let unreachableAt = sim.run(
-            untilTrue: { s in survivors.allSatisfy { !s.view($0).isReachable(victim) } }, limit: killedAt + 10)
+        let unreachableAt = await advance(
+            &sim, until: { s in survivors.allSatisfy { !s.view($0).isReachable(victim) } }, limit: killedAt + 10)
         #expect(unreachableAt != nil)
         if let t = unreachableAt { #expect(t - killedAt < 3, "unreachable after \(t - killedAt) s") }
-        let removedAt = sim.run(
-            untilTrue: { s in survivors.allSatisfy { s.view($0).members[victim]?.status == .removed } },
+        let removedAt = await advance(
+            &sim, until: { s in survivors.allSatisfy { s.view($0).members[victim]?.status == .removed } },
             limit: killedAt + 20)
         #expect(removedAt != nil)
         if let t = removedAt { #expect(t - killedAt < 10, "removed after \(t - killedAt) s") }
         #expect(allUp(sim, survivors, count: 4))
     }
 
-    @Test func aThreeTwoPartitionLeavesOnlyTheMajorityUp() {
+    @Test func aThreeTwoPartitionLeavesOnlyTheMajorityUp() async {
         var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 3))
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
         sim.partition([0, 1, 2], [3, 4])
-        let settled = sim.run(
-            untilTrue: { s in s.isStopped(3) && s.isStopped(4) && allUp(s, [0, 1, 2], count: 3) }, limit: sim.now + 30)
+        let settled = await advance(
+            &sim, until: { s in s.isStopped(3) && s.isStopped(4) && allUp(s, [0, 1, 2], count: 3) }, limit: sim.now + 30
+        )
         #expect(settled != nil, "the minority did not stop, or the majority did not settle on 3")
         #expect(!sim.isStopped(0) && !sim.isStopped(1) && !sim.isStopped(2))
     }
 
-    @Test func tenPercentLossCausesNoFalseRemoval() {
+    @Test func tenPercentLossCausesNoFalseRemoval() async {
         var settings = ClusterSimulator.Settings(nodes: 5, seed: 4)
         settings.loss = 0.10
         var sim = ClusterSimulator(settings: settings)
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 60) != nil)
-        sim.run(until: sim.now + 60)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 60) != nil)
+        await advance(&sim, to: sim.now + 60)
         for i in 0..<5 {
             #expect(!sim.isStopped(i))
             #expect(sim.view(i).current.count == 5)
@@ -61,13 +86,13 @@ import Testing
         }
     }
 
-    @Test func aGracefulLeaveEndsInRemovalWithNoUnreachablePhase() {
+    @Test func aGracefulLeaveEndsInRemovalWithNoUnreachablePhase() async {
         var sim = ClusterSimulator(settings: .init(nodes: 4, seed: 5))
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<4), count: 4) }, limit: 30) != nil)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<4), count: 4) }, limit: 30) != nil)
         sim.leave(2)
         let leaver = ClusterSimulator.address(2).uid
-        let done = sim.run(
-            untilTrue: { s in [0, 1, 3].allSatisfy { s.view($0).members[leaver]?.status == .removed } },
+        let done = await advance(
+            &sim, until: { s in [0, 1, 3].allSatisfy { s.view($0).members[leaver]?.status == .removed } },
             limit: sim.now + 20)
         #expect(done != nil)
         #expect(sim.isStopped(2), "the leaving node must learn it is exiting and stop")
@@ -77,24 +102,26 @@ import Testing
         }
     }
 
-    @Test func theSameSeedReplaysTheSameRun() {
-        func run() -> [String] {
+    @Test func theSameSeedReplaysTheSameRun() async {
+        func run() async -> [String] {
             var sim = ClusterSimulator(settings: .init(nodes: 8, seed: 42))
-            sim.run(until: 10)
+            await advance(&sim, to: 10)
             sim.kill(5)
-            sim.run(until: 25)
+            await advance(&sim, to: 25)
             return (0..<8).flatMap { i in sim.events[i].map { "\(i) \($0.time) \($0.event)" } }
         }
-        #expect(run() == run())
+        let first = await run()
+        let second = await run()
+        #expect(first == second)
     }
 }
 
 extension ClusterSimulatorTests {
-    @Test func aNodePausedForTwoSecondsIsNotRemoved() {
+    @Test func aNodePausedForTwoSecondsIsNotRemoved() async {
         var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 6))
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)
         sim.pause(3, for: 2)
-        sim.run(until: sim.now + 20)
+        await advance(&sim, to: sim.now + 20)
         for i in 0..<5 {
             #expect(!sim.isStopped(i))
             #expect(sim.view(i).current.count == 5, "node \(i) sees \(sim.view(i).current.count)")
@@ -105,13 +132,13 @@ extension ClusterSimulatorTests {
 }
 
 extension ClusterSimulatorTests {
-    @Test func nodesWaitingForALateSeedDoNotFormClustersOfTheirOwn() {
+    @Test func nodesWaitingForALateSeedDoNotFormClustersOfTheirOwn() async {
         var settings = ClusterSimulator.Settings(nodes: 5, seed: 7)
         settings.seedStartDelay = 5
         var sim = ClusterSimulator(settings: settings)
-        sim.run(until: 4)
+        await advance(&sim, to: 4)
         for i in 1..<5 { #expect(sim.view(i).members.values.allSatisfy { $0.status == .joining }) }
-        #expect(sim.run(untilTrue: { allUp($0, Array(0..<5), count: 5) }, limit: 40) != nil)
+        #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 40) != nil)
         let upNumbers = sim.view(0).current.map(\.upNumber).sorted()
         #expect(upNumbers == [1, 2, 3, 4, 5], "\(upNumbers)")
     }

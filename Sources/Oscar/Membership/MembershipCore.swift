@@ -27,6 +27,10 @@ public struct MembershipCore: Core {
         public var downing = Downing.keepMajority
         /// Members gossiped to per tick. Default 1.
         public var gossipFanout = 1
+        /// How long the first seed tries the other seeds before it forms a
+        /// new cluster (so a restarted first seed rejoins instead of
+        /// splitting). Default 3 s.
+        public var firstSeedTimeout: Double = 3
 
         public init() {}
     }
@@ -77,6 +81,9 @@ public struct MembershipCore: Core {
         /// must not act as a leader of its one-member view: promoting itself
         /// to up would start a second cluster.
         var admitted = false
+        /// Set when this node is the first of its seeds: it forms the cluster
+        /// if no other seed answers by then.
+        var formClusterAt: Double?
 
         public init(me: NodeAddress, roles: Set<String> = [], seed: UInt64) {
             self.me = Member(node: me, roles: roles)
@@ -98,8 +105,12 @@ public struct MembershipCore: Core {
         let before = s.gossip
         switch action {
         case .join(let seeds):
-            s.seeds = seeds.filter { $0.host != s.me.node.host || $0.port != s.me.node.port }
+            let isMe = { (n: NodeAddress) in n.host == s.me.node.host && n.port == s.me.node.port }
+            s.seeds = seeds.filter { !isMe($0) }
             s.gossip.update(s.me, by: s.me.uid)
+            if let first = seeds.first, isMe(first), !s.seeds.isEmpty {
+                s.formClusterAt = s.now + settings.firstSeedTimeout
+            }
             if s.seeds.isEmpty {
                 // The first node forms the cluster on its own.
                 s.admitted = true
@@ -172,8 +183,15 @@ public struct MembershipCore: Core {
         // Request/response: whoever this node watches answers it, whatever
         // its own view of who watches whom (views differ while nodes join).
         s.outbox += others.map { .sendHeartbeatRequest(to: $0.node) }
-        // Still joining and nobody answered: ask the seeds again.
-        if s.myStatus == .joining, s.gossip.current.count == 1 {
+        // Still joining and nobody answered: ask the seeds again, or, as the
+        // first seed after its timeout, form the cluster.
+        if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1 {
+            s.admitted = true
+            var me = s.me
+            me.status = .up
+            me.upNumber = 1
+            s.gossip.update(me, by: me.uid)
+        } else if s.myStatus == .joining, s.gossip.current.count == 1 {
             s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
         }
         detect(&s, others)

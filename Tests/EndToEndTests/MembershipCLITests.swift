@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+
+/// Real `oscar node` processes forming a cluster on 127.0.0.1, observed with
+/// `oscar members --json`.
+@Suite(.serialized) struct MembershipCLITests {
+    struct View {
+        var statuses: [Int: String]  // by port
+        var unreachable: Set<Int>
+        var uids: [Int: UInt64]
+    }
+
+    /// A free TCP port on 127.0.0.1 (bound, read, released).
+    static func freePorts(_ n: Int) -> [Int] {
+        var fds: [Int32] = []
+        var ports: [Int] = []
+        for _ in 0..<n {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &a) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            }
+            ports.append(Int(UInt16(bigEndian: a.sin_port)))
+            fds.append(fd)
+        }
+        fds.forEach { close($0) }
+        return ports
+    }
+
+    static func start(_ port: Int, seeds: [Int]) throws -> OscarProcess {
+        try OscarProcess(
+            [
+                "node", "--port", "\(port)", "--loops", "1", "--seed",
+                seeds.map { "127.0.0.1:\($0)" }.joined(separator: ","),
+            ])
+    }
+
+    static func view(from port: Int) async -> View? {
+        guard
+            let r = try? await OscarProcess.run(
+                ["members", "--node", "127.0.0.1:\(port)", "--json"], timeout: .seconds(5)),
+            r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+            let members = json["members"] as? [[String: Any]]
+        else { return nil }
+        var v = View(statuses: [:], unreachable: [], uids: [:])
+        for m in members {
+            guard let address = m["address"] as? String, let port = Int(address.split(separator: ":").last ?? "") else {
+                continue
+            }
+            v.statuses[port] = m["status"] as? String
+            if m["reachable"] as? Bool == false { v.unreachable.insert(port) }
+            v.uids[port] = (m["uid"] as? NSNumber)?.uint64Value
+        }
+        return v
+    }
+
+    static func allSee(_ ports: [Int], up expected: Set<Int>, timeout: Duration = .seconds(30)) async -> Bool {
+        await eventuallyE2E(timeout: timeout) {
+            for p in ports {
+                guard let v = await view(from: p), Set(v.statuses.keys) == expected,
+                    v.statuses.values.allSatisfy({ $0 == "up" }), v.unreachable.isEmpty
+                else { return false }
+            }
+            return true
+        }
+    }
+
+    /// Starts five nodes in a shuffled order; every node lists the same seeds,
+    /// the first of which forms the cluster.
+    static func fiveNodeCluster() async throws -> (ports: [Int], nodes: [Int: OscarProcess]) {
+        let ports = freePorts(5)
+        let seeds = Array(ports.prefix(2))
+        var nodes: [Int: OscarProcess] = [:]
+        var rng = SystemRandomNumberGenerator()
+        for p in ports.shuffled(using: &rng) { nodes[p] = try start(p, seeds: seeds) }
+        return (ports, nodes)
+    }
+
+    @Test func fiveNodesStartedInRandomOrderAllSeeFiveUp() async throws {
+        let (ports, nodes) = try await Self.fiveNodeCluster()
+        #expect(await Self.allSee(ports, up: Set(ports)))
+        _ = nodes
+    }
+
+    @Test func aKilledNodeIsUnreachableWithinThreeSecondsAndRemovedWithinTen() async throws {
+        let (ports, nodes) = try await Self.fiveNodeCluster()
+        #expect(await Self.allSee(ports, up: Set(ports)))
+        let victim = ports[3]
+        let survivors = ports.filter { $0 != victim }
+        let clock = ContinuousClock()
+        let killedAt = clock.now
+        kill(nodes[victim]!.process.processIdentifier, SIGKILL)
+        let unreachable = await eventuallyE2E(timeout: .seconds(3)) {
+            for p in survivors {
+                guard let v = await Self.view(from: p), v.unreachable.contains(victim) || v.statuses[victim] == nil
+                else { return false }
+            }
+            return true
+        }
+        #expect(unreachable, "not unreachable everywhere within 3 s")
+        let removed = await eventuallyE2E(timeout: .seconds(10) - (clock.now - killedAt)) {
+            for p in survivors {
+                guard let v = await Self.view(from: p), v.statuses[victim] == nil else { return false }
+            }
+            return true
+        }
+        #expect(removed, "not removed everywhere within 10 s")
+    }
+
+    @Test func aNodePausedForTwoSecondsStaysAMember() async throws {
+        let (ports, nodes) = try await Self.fiveNodeCluster()
+        #expect(await Self.allSee(ports, up: Set(ports)))
+        let paused = nodes[ports[2]]!.process.processIdentifier
+        kill(paused, SIGSTOP)
+        try await Task.sleep(for: .seconds(2))  // the fault itself: a 2 s pause
+        kill(paused, SIGCONT)
+        // Past the downing window, it is still a member, up and reachable.
+        try await Task.sleep(for: .seconds(8))  // observation window, not synchronisation
+        #expect(await Self.allSee(ports, up: Set(ports), timeout: .seconds(10)))
+    }
+
+    @Test func aGracefulLeaveEndsInRemovalWithNoUnreachablePhase() async throws {
+        let (ports, nodes) = try await Self.fiveNodeCluster()
+        #expect(await Self.allSee(ports, up: Set(ports)))
+        let leaver = ports[4]
+        let r = try await OscarProcess.run(["leave", "--node", "127.0.0.1:\(leaver)"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let survivors = ports.filter { $0 != leaver }
+        #expect(await Self.allSee(survivors, up: Set(survivors), timeout: .seconds(15)))
+        #expect(await nodes[leaver]!.exited(within: .seconds(15)))
+        for p in survivors {
+            #expect(!nodes[p]!.stderr.value.contains("unreachable: 127.0.0.1:\(leaver)"))
+        }
+    }
+
+    @Test func aKilledNodeRestartedOnItsPortRejoinsAsANewIncarnation() async throws {
+        var (ports, nodes) = try await Self.fiveNodeCluster()
+        #expect(await Self.allSee(ports, up: Set(ports)))
+        let victim = ports[3]
+        let oldUID = await Self.view(from: ports[0])?.uids[victim]
+        kill(nodes[victim]!.process.processIdentifier, SIGKILL)
+        _ = await nodes[victim]!.exited(within: .seconds(5))
+        nodes[victim] = try Self.start(victim, seeds: Array(ports.prefix(2)))
+        // The old incarnation is still listed until its death is noticed:
+        // wait for the new uid at that address, with everyone up.
+        let rejoined = await eventuallyE2E(timeout: .seconds(30)) {
+            guard let v = await Self.view(from: ports[0]), let uid = v.uids[victim], uid != oldUID else { return false }
+            return await Self.allSee(ports, up: Set(ports), timeout: .zero)
+        }
+        #expect(oldUID != nil)
+        #expect(rejoined, "the restarted node did not rejoin as a new incarnation")
+    }
+}
+
+/// Like `eventually`, for the end-to-end tests.
+func eventuallyE2E(timeout: Duration, _ condition: () async -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(100))
+    }
+    return await condition()
+}
