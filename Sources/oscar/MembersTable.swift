@@ -13,7 +13,9 @@ enum MembersTable {
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }
         let lines = rows.map { row in
-            zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            let line = zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+            return String(line.reversed().drop(while: { $0 == " " }).reversed())
         }
         return (["members as \(view.observer) sees them:"] + lines).joined(separator: "\n")
     }
