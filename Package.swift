@@ -22,7 +22,7 @@ let package = Package(
         .testTarget(name: "OscarTests", dependencies: ["Oscar", "OscarTestSupport"]),
         .testTarget(name: "ClusterTests", dependencies: ["Oscar", "OscarTestSupport"]),
         // Drives the real `oscar` binary; depends on it so `swift test` builds it.
-        .testTarget(name: "EndToEndTests", dependencies: ["oscar", "Oscar"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["oscar", "Oscar", "OscarTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

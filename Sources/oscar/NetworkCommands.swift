@@ -96,16 +96,7 @@ enum NetworkCommands {
     // MARK: - oscar members / leave
 
     static func members(_ args: inout Arguments, json: Bool) async throws(CLIError) {
-        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
-        let secret = secret(&args)
-        try args.rejectUnknownOptions()
-        Log.shared.level = .off
-        let client: ClusterNode
-        do {
-            client = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
-        } catch {
-            throw .failed("\(error)")
-        }
+        let (client, target) = try clusterClient(&args)
         defer { client.shutdown() }
         let view: MembershipSnapshot
         do {
@@ -113,24 +104,11 @@ enum NetworkCommands {
         } catch {
             throw askFailure(error)
         }
-        if json {
-            print(MembersTable.json(view))
-        } else {
-            print(MembersTable.text(view))
-        }
+        print(json ? MembersTable.json(view) : MembersTable.text(view))
     }
 
     static func leave(_ args: inout Arguments) async throws(CLIError) {
-        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
-        let secret = secret(&args)
-        try args.rejectUnknownOptions()
-        Log.shared.level = .off
-        let client: ClusterNode
-        do {
-            client = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
-        } catch {
-            throw .failed("\(error)")
-        }
+        let (client, target) = try clusterClient(&args)
         defer { client.shutdown() }
         do {
             try await client.requestLeave(of: target)
@@ -138,6 +116,19 @@ enum NetworkCommands {
             throw askFailure(error)
         }
         print("asked \(target) to leave the cluster")
+    }
+
+    /// A one-shot, silent client node and the `--node` it talks to.
+    static func clusterClient(_ args: inout Arguments) throws(CLIError) -> (ClusterNode, NodeAddress) {
+        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
+        let secret = secret(&args)
+        try args.rejectUnknownOptions()
+        Log.shared.level = .off
+        do {
+            return (try ClusterNode(settings: .init(secret: secret, loopCount: 1)), target)
+        } catch {
+            throw .failed("\(error)")
+        }
     }
 
     /// Calls `handler` (on a dispatch queue) for each of these signals,

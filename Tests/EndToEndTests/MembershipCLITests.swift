@@ -1,4 +1,5 @@
 import Foundation
+import OscarTestSupport
 import Testing
 
 /// Real `oscar node` processes forming a cluster on 127.0.0.1, observed with
@@ -63,7 +64,7 @@ import Testing
     }
 
     static func allSee(_ ports: [Int], up expected: Set<Int>, timeout: Duration = .seconds(30)) async -> Bool {
-        await eventuallyE2E(timeout: timeout) {
+        await eventually(timeout: timeout) {
             for p in ports {
                 guard let v = await view(from: p), Set(v.statuses.keys) == expected,
                     v.statuses.values.allSatisfy({ $0 == "up" }), v.unreachable.isEmpty
@@ -98,7 +99,7 @@ import Testing
         let clock = ContinuousClock()
         let killedAt = clock.now
         kill(nodes[victim]!.process.processIdentifier, SIGKILL)
-        let unreachable = await eventuallyE2E(timeout: .seconds(3)) {
+        let unreachable = await eventually(timeout: .seconds(3)) {
             for p in survivors {
                 guard let v = await Self.view(from: p), v.unreachable.contains(victim) || v.statuses[victim] == nil
                 else { return false }
@@ -106,7 +107,7 @@ import Testing
             return true
         }
         #expect(unreachable, "not unreachable everywhere within 3 s")
-        let removed = await eventuallyE2E(timeout: .seconds(10) - (clock.now - killedAt)) {
+        let removed = await eventually(timeout: .seconds(10) - (clock.now - killedAt)) {
             for p in survivors {
                 guard let v = await Self.view(from: p), v.statuses[victim] == nil else { return false }
             }
@@ -142,7 +143,9 @@ import Testing
     }
 
     @Test func aKilledNodeRestartedOnItsPortRejoinsAsANewIncarnation() async throws {
-        var (ports, nodes) = try await Self.fiveNodeCluster()
+        let cluster = try await Self.fiveNodeCluster()
+        let ports = cluster.ports
+        var nodes = cluster.nodes
         #expect(await Self.allSee(ports, up: Set(ports)))
         let victim = ports[3]
         let oldUID = await Self.view(from: ports[0])?.uids[victim]
@@ -151,22 +154,11 @@ import Testing
         nodes[victim] = try Self.start(victim, seeds: Array(ports.prefix(2)))
         // The old incarnation is still listed until its death is noticed:
         // wait for the new uid at that address, with everyone up.
-        let rejoined = await eventuallyE2E(timeout: .seconds(30)) {
+        let rejoined = await eventually(timeout: .seconds(30)) {
             guard let v = await Self.view(from: ports[0]), let uid = v.uids[victim], uid != oldUID else { return false }
             return await Self.allSee(ports, up: Set(ports), timeout: .zero)
         }
         #expect(oldUID != nil)
         #expect(rejoined, "the restarted node did not rejoin as a new incarnation")
     }
-}
-
-/// Like `eventually`, for the end-to-end tests.
-func eventuallyE2E(timeout: Duration, _ condition: () async -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(100))
-    }
-    return await condition()
 }

@@ -1,5 +1,6 @@
-import Oscar
 import Testing
+
+@testable import Oscar
 
 /// The pure membership state, with no sockets: merge laws on generated
 /// states, status rules, convergence and the leader.

@@ -106,22 +106,22 @@ public final class ClusterNode: Sendable {
     ) async throws(AskError)
         -> MembershipSnapshot
     {
-        let target = node ?? address
-        let ref = system.ref(
-            for: ActorAddress(node: NodeAddress(host: target.host, port: target.port), path: MembershipShell.path))
+        let ref = membershipRef(of: node ?? address)
         return try await ref.ask(MembershipShell.GetMembers(), timeout: timeout)
     }
 
     /// Leaves the cluster gracefully: leaving, exiting, removed, with no
     /// unreachable phase. `onRemoved` is called when it is done.
-    public func leave() {
-        system.ref(for: ActorAddress(node: address, path: MembershipShell.path)).tell(MembershipShell.Leave())
+    public func leave() { membershipRef(of: address).tell(MembershipShell.Leave()) }
+
+    /// The membership actor of a node (whichever incarnation is there).
+    private func membershipRef(of node: NodeAddress) -> ActorRef {
+        system.ref(for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: MembershipShell.path))
     }
 
     /// Asks another node to leave the cluster gracefully.
     public func requestLeave(of node: NodeAddress, timeout: Duration = .seconds(5)) async throws(AskError) {
-        let ref = system.ref(
-            for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: MembershipShell.path))
+        let ref = membershipRef(of: node)
         ref.tell(MembershipShell.Leave())
         _ = try await ref.ask(Identify(), timeout: timeout)  // FIFO: the leave has arrived
     }

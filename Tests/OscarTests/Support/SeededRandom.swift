@@ -1,13 +1,5 @@
-/// SplitMix64: a small deterministic generator, so randomised tests replay
-/// exactly from their seed.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}
+@testable import Oscar
+
+/// The tests' seeded generator is the library's SplitMix64, so a randomised
+/// test replays exactly from its seed.
+typealias SeededRandom = SplitMix64
