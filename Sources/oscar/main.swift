@@ -19,6 +19,9 @@ let usage = """
                                       ask an actor; prints the reply as JSON
       oscar tell URI Type JSON [--secret S]
                                       tell an actor (waits until it has arrived)
+      oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
+                                      membership on the deterministic simulator: convergence,
+                                      detection, false positives under loss, gossip load
       oscar demo                      start a local actor system and show a round trip
       oscar bench w1|w2|w3 [--spin 100us] [--connect PORT]
                                       remote workloads W1-W3: this process is node A,
@@ -64,6 +67,8 @@ do throws(CLIError) {
         try await NetworkCommands.ask(&args, json: args.has("json"))
     case "tell":
         try await NetworkCommands.tell(&args)
+    case "simulate":
+        try SimulateCommand.run(&args)
     case "bench":
         try await BenchCommand.run(&args)
     default:

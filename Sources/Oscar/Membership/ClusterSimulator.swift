@@ -16,6 +16,8 @@ public struct ClusterSimulator {
         /// The seed (node 0) starts this much later than the others, which
         /// wait for it.
         public var seedStartDelay: Double = 0
+        /// When set, the last node starts at this virtual time (a late joiner).
+        public var lastNodeStartsAt: Double?
 
         public init(nodes: Int, seed: UInt64) {
             self.nodes = nodes
@@ -42,6 +44,8 @@ public struct ClusterSimulator {
     /// Events published by each node, with their virtual time.
     public private(set) var events: [[(time: Double, event: ClusterEvent)]]
     public private(set) var messagesSent = 0
+    /// Gossip messages sent (a subset of `messagesSent`).
+    public private(set) var gossipSent = 0
     private var blocked: Set<[Int]> = []
     private var queue: [Event] = []
     private var sequence = 0
@@ -57,7 +61,8 @@ public struct ClusterSimulator {
         events = Array(repeating: [], count: settings.nodes)
         for i in 0..<settings.nodes {
             let seeds = i == 0 ? [] : [Self.address(0)]
-            let start = (i == 0 ? settings.seedStartDelay : 0) + Double(i) * 0.01
+            var start = (i == 0 ? settings.seedStartDelay : 0) + Double(i) * 0.01
+            if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
             schedule(Event(at: start, sequence: 0, node: i, action: .join(seeds: seeds)))
             schedule(Event(at: start + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
         }
@@ -138,7 +143,9 @@ public struct ClusterSimulator {
         for directive in states[i].outbox {
             switch directive {
             case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
-            case .sendGossip(let to, let gossip): send(from: i, to: to, .gossip(gossip))
+            case .sendGossip(let to, let gossip):
+                gossipSent += 1
+                send(from: i, to: to, .gossip(gossip))
             case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
             case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
             case .publish(let event): events[i].append((now, event))

@@ -8,11 +8,32 @@
 /// is not part of the join; it tracks convergence: a state is converged when
 /// every member that counts has seen it.
 public struct Gossip: Codable, Hashable, Sendable {
-    public private(set) var members: [UInt64: Member] = [:]
+    public private(set) var members: [UInt64: Member] = [:] {
+        didSet { current = Self.currentMembers(of: members) }
+    }
     public private(set) var reachability = Reachability()
     public private(set) var seen: Set<UInt64> = []
+    /// Members that are part of the cluster now (not removed), in address
+    /// order. Stored, not computed: it is read many times per action and
+    /// changes only with `members` (profiling showed sorting it per read
+    /// dominating the simulator).
+    public private(set) var current: [Member] = []
 
     public init() {}
+
+    enum CodingKeys: String, CodingKey { case members, reachability, seen }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        reachability = try c.decode(Reachability.self, forKey: .reachability)
+        seen = try c.decode(Set<UInt64>.self, forKey: .seen)
+        members = try c.decode([UInt64: Member].self, forKey: .members)
+        current = Self.currentMembers(of: members)
+    }
+
+    private static func currentMembers(of members: [UInt64: Member]) -> [Member] {
+        members.values.filter { $0.status != .removed }.sorted(by: addressOrder)
+    }
 
     /// The join of both states' members and reachability.
     public struct Content: Hashable, Sendable {
@@ -64,9 +85,6 @@ public struct Gossip: Codable, Hashable, Sendable {
     }
 
     // MARK: - Reading
-
-    /// Members that are part of the cluster now (not removed).
-    public var current: [Member] { members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder) }
 
     /// Current members that some current member observes as unreachable.
     /// Computed once per question: callers ask it for every member.

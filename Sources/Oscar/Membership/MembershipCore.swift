@@ -102,6 +102,17 @@ public struct MembershipCore: Core {
         var s = state
         s.outbox = []
         guard !s.stopped else { return s }
+        // Heartbeats are most of the traffic and never change the gossip:
+        // handle them without diffing the state.
+        switch action {
+        case .heartbeatRequest(let watcher):
+            s.outbox.append(.sendHeartbeat(to: watcher))
+            return s
+        case .heartbeat(let uid):
+            s.detectors[uid, default: PhiAccrualDetector(settings: settings.failureDetector)].heartbeat(at: s.now)
+            return s
+        default: break
+        }
         let before = s.gossip
         switch action {
         case .join(let seeds):
@@ -132,10 +143,7 @@ public struct MembershipCore: Core {
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
-        case .heartbeatRequest(let watcher):
-            s.outbox.append(.sendHeartbeat(to: watcher))
-        case .heartbeat(let uid):
-            s.detectors[uid, default: PhiAccrualDetector(settings: settings.failureDetector)].heartbeat(at: s.now)
+        case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
             tick(&s)
