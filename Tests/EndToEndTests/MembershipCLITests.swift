@@ -1,4 +1,5 @@
 import Foundation
+import Oscar
 import OscarTestSupport
 import Testing
 
@@ -44,23 +45,38 @@ import Testing
             ])
     }
 
+    /// A silent in-process client node, to read the real nodes' views
+    /// without launching a process per poll.
+    static let client: ClusterNode? = {
+        Log.shared.level = .error
+        return try? ClusterNode(settings: .init(secret: "e2e-secret", loopCount: 1))
+    }()
+
     static func view(from port: Int) async -> View? {
+        guard let client,
+            let snapshot = try? await client.membership(
+                of: NodeAddress(host: "127.0.0.1", port: port), timeout: .seconds(2))
+        else { return nil }
+        var v = View(statuses: [:], unreachable: [], uids: [:])
+        for m in snapshot.members {
+            v.statuses[m.node.port] = m.status.rawValue
+            v.uids[m.node.port] = m.uid
+            if snapshot.unreachable.contains(m.uid) { v.unreachable.insert(m.node.port) }
+        }
+        return v
+    }
+
+    /// The same view, through `oscar members --json` (the CLI's path).
+    static func viewThroughCLI(from port: Int) async -> [String: String]? {
         guard
             let r = try? await OscarProcess.run(
-                ["members", "--node", "127.0.0.1:\(port)", "--json"], timeout: .seconds(5)),
+                ["members", "--node", "127.0.0.1:\(port)", "--json"], timeout: .seconds(10)),
             r.status == 0, let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
             let members = json["members"] as? [[String: Any]]
         else { return nil }
-        var v = View(statuses: [:], unreachable: [], uids: [:])
-        for m in members {
-            guard let address = m["address"] as? String, let port = Int(address.split(separator: ":").last ?? "") else {
-                continue
-            }
-            v.statuses[port] = m["status"] as? String
-            if m["reachable"] as? Bool == false { v.unreachable.insert(port) }
-            v.uids[port] = (m["uid"] as? NSNumber)?.uint64Value
-        }
-        return v
+        var statuses: [String: String] = [:]
+        for m in members { statuses[m["address"] as? String ?? "?"] = m["status"] as? String }
+        return statuses
     }
 
     static func allSee(_ ports: [Int], up expected: Set<Int>, timeout: Duration = .seconds(30)) async -> Bool {
@@ -88,6 +104,9 @@ import Testing
     @Test func fiveNodesStartedInRandomOrderAllSeeFiveUp() async throws {
         let (ports, nodes) = try await Self.fiveNodeCluster()
         #expect(await Self.allSee(ports, up: Set(ports)))
+        // And `oscar members --json` shows the same.
+        let cli = await Self.viewThroughCLI(from: ports[1])
+        #expect(cli?.count == 5 && cli?.values.allSatisfy { $0 == "up" } == true, "\(String(describing: cli))")
         _ = nodes
     }
 

@@ -37,8 +37,12 @@ final class OscarProcess {
         let (so, se) = (stdout, stderr)
         outPipe.fileHandleForReading.readabilityHandler = { so.append($0.availableData) }
         errPipe.fileHandleForReading.readabilityHandler = { se.append($0.availableData) }
-        try process.run()
+        // One launch at a time: concurrent Process.run() calls from parallel
+        // suites crashed inside Foundation (a bad memcpy while launching).
+        try Self.launchLock.withLock { _ in try process.run() }
     }
+
+    private static let launchLock = Mutex(())
 
     /// Terminates a process still running; Foundation reaps it. No blocking
     /// wait here: a deinit can run on a cooperative thread, and blocking one
