@@ -145,7 +145,7 @@ public struct ClusterSimulator {
             case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip):
                 gossipSent += 1
-                send(from: i, to: to, .gossip(gossip))
+                send(from: i, to: to, .gossip(gossip, from: states[i].me.node))
             case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
             case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
             case .publish(let event): events[i].append((now, event))

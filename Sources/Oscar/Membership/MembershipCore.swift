@@ -51,7 +51,9 @@ public struct MembershipCore: Core {
         case join(seeds: [NodeAddress])
         /// Another node asks to join.
         case joinRequest(Member)
-        case gossip(Gossip)
+        /// Gossip received, and who sent it (to answer a sender that lacks
+        /// the merged result).
+        case gossip(Gossip, from: NodeAddress)
         /// A watcher asks for a heartbeat.
         case heartbeatRequest(from: NodeAddress)
         case heartbeat(from: UInt64)
@@ -137,11 +139,16 @@ public struct MembershipCore: Core {
                 s.gossip.update(member, by: s.me.uid)
                 s.outbox.append(.sendGossip(to: member.node, s.gossip))
             }
-        case .gossip(let received):
-            // Dissemination is the periodic gossip's job (it prefers members
-            // that have not seen the state), so receiving sends nothing.
+        case .gossip(let received, let sender):
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
+            // Answer a sender that lacks the merged state, or does not know
+            // this node has seen it: that is how "seen" flows back to the
+            // leader without waiting for a random gossip to reach it. One
+            // exchange settles it (the second merge changes nothing).
+            if s.gossip.content != received.content || !received.seen.contains(s.me.uid) {
+                s.outbox.append(.sendGossip(to: sender, s.gossip))
+            }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
         case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):

@@ -12,7 +12,7 @@ final class MembershipShell: Reactor {
     struct Wire: Message {
         enum Kind: Codable, Sendable {
             case join(Member)
-            case gossip(Gossip)
+            case gossip(Gossip, from: NodeAddress)
             case heartbeatRequest(NodeAddress)
             case heartbeat(UInt64)
         }
@@ -60,7 +60,7 @@ final class MembershipShell: Reactor {
             do: { me, m in
                 switch m.kind {
                 case .join(let member): me.apply(.joinRequest(member))
-                case .gossip(let gossip): me.apply(.gossip(gossip))
+                case .gossip(let gossip, let from): me.apply(.gossip(gossip, from: from))
                 case .heartbeatRequest(let from): me.apply(.heartbeatRequest(from: from))
                 case .heartbeat(let uid): me.apply(.heartbeat(from: uid))
                 }
@@ -105,7 +105,7 @@ final class MembershipShell: Reactor {
         for directive in state.outbox {
             switch directive {
             case .sendJoin(let to, let member): send(.join(member), to: to, context)
-            case .sendGossip(let to, let gossip): send(.gossip(gossip), to: to, context)
+            case .sendGossip(let to, let gossip): send(.gossip(gossip, from: state.me.node), to: to, context)
             case .sendHeartbeatRequest(let to): send(.heartbeatRequest(state.me.node), to: to, context)
             case .sendHeartbeat(let to): send(.heartbeat(state.me.uid), to: to, context)
             case .publish(let event):
