@@ -63,3 +63,35 @@ extension Array {
         return out
     }
 }
+
+struct WatchRemote: Message { var target: ActorRef }
+struct TerminatedSeen: Message { typealias Reply = [String] }
+
+final class RemoteWatcher: Reactor {
+    var context: ActorContext?
+    var seen: [String] = []
+    func started(_ context: ActorContext) { self.context = context }
+    static func reactions(_ r: inout Reactions<RemoteWatcher>) {
+        r.on(WatchRemote.self, do: { me, m in me.context?.watch(m.target) })
+        r.on(Terminated.self, do: { me, m in me.seen.append(m.actor.address.uri) })
+        r.on(TerminatedSeen.self, result: { me, _ in me.seen })
+    }
+}
+
+extension MembershipTests {
+    @Test func watchingAnActorOnANodeThatIsRemovedDeliversTerminated() async throws {
+        let seed = try clusterNode()
+        let other = try clusterNode(seeds: [seed.address])
+        defer { [other, seed].forEach { $0.shutdown() } }
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 2 })
+        let watcher = try seed.system.spawn("watcher") { RemoteWatcher() }
+        let remoteEcho = seed.system.ref("oscar://127.0.0.1:\(other.address.port)/user/nobody-needed")!
+        _ = try await watcher.ask(WatchRemote(target: remoteEcho))
+        #expect(try await watcher.ask(TerminatedSeen()).isEmpty)
+        other.leave()
+        #expect(
+            await eventually(timeout: .seconds(15)) {
+                (try? await watcher.ask(TerminatedSeen())) == [remoteEcho.address.uri]
+            })
+    }
+}

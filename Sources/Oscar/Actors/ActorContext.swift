@@ -11,17 +11,25 @@ public struct ActorContext: Sendable {
 
     /// After this, this actor receives `Terminated` when `other` stops (at
     /// once if it already has). The actor needs a reaction to `Terminated`.
+    /// An actor on another node counts as stopped when its node is removed
+    /// from the cluster (or downed).
     public func watch(_ other: ActorRef) {
-        guard let cell = other.target as? ActorCell else {
+        if let cell = other.target as? ActorCell {
+            cell.addWatcher(ref)
+        } else if other.target?.isRemote == true {
+            system.watchRemote(other, by: ref)
+        } else {
             ref.tell(Terminated(actor: other))
-            return
         }
-        cell.addWatcher(ref)
     }
 
     /// Undoes `watch`.
     public func unwatch(_ other: ActorRef) {
-        (other.target as? ActorCell)?.removeWatcher(ref)
+        if let cell = other.target as? ActorCell {
+            cell.removeWatcher(ref)
+        } else if other.target?.isRemote == true {
+            system.unwatchRemote(other, by: ref)
+        }
     }
 
     /// Stops this actor once its current message is handled.

@@ -63,8 +63,11 @@ public final class ActorSystem: Sendable {
     }
 
     private let registry = Mutex(Registry())
-    /// The network side, when this system is a cluster node.
-    private let transportSlot = Mutex<Transport?>(nil)
+    /// Watches of actors on other nodes, by "host:port": (watched, watcher).
+    private let remoteWatches = Mutex<[String: [(watched: ActorRef, watcher: ActorRef)]]>([:])
+    /// The network side, when this system is a cluster node. A protocol the
+    /// transport implements, so this layer never names the layer above it.
+    private let transportSlot = Mutex<(any RemoteNetwork)?>(nil)
     /// Decodes messages from other nodes; refs inside them resolve here.
     let decoder: CBORDecoder
     private let deadLetterCount = Atomic<Int>(0)
@@ -182,7 +185,34 @@ public final class ActorSystem: Sendable {
         registry.withLock { $0.refs[path]?.target }
     }
 
-    func attach(_ transport: Transport) { transportSlot.withLock { $0 = transport } }
+    func attach(_ network: any RemoteNetwork) { transportSlot.withLock { $0 = network } }
+
+    // MARK: - Remote death watch
+
+    /// Remembers that `watcher` watches `watched`, an actor on another node.
+    func watchRemote(_ watched: ActorRef, by watcher: ActorRef) {
+        let key = "\(watched.address.node.host):\(watched.address.node.port)"
+        remoteWatches.withLock { w in
+            if !(w[key]?.contains { $0.watched == watched && $0.watcher == watcher } ?? false) {
+                w[key, default: []].append((watched, watcher))
+            }
+        }
+    }
+
+    func unwatchRemote(_ watched: ActorRef, by watcher: ActorRef) {
+        let key = "\(watched.address.node.host):\(watched.address.node.port)"
+        remoteWatches.withLock { w in w[key]?.removeAll { $0.watched == watched && $0.watcher == watcher } }
+    }
+
+    /// The node left the cluster (removed or downed): every actor on it is
+    /// gone, so every watcher of one of them gets `Terminated`.
+    func nodeRemoved(_ node: NodeAddress) {
+        let key = "\(node.host):\(node.port)"
+        let watches = remoteWatches.withLock { w in w.removeValue(forKey: key) ?? [] }
+        for (watched, watcher) in watches where watched.address.node.uid == 0 || watched.address.node.uid == node.uid {
+            watcher.tell(Terminated(actor: watched))
+        }
+    }
 
     private static func fullPath(_ name: String) -> String {
         name.hasPrefix("/") ? name : "/user/" + name
@@ -263,7 +293,7 @@ public final class ActorSystem: Sendable {
     /// freeing every handle and thread. Idempotent; must not be called from a
     /// loop thread.
     public func shutdown() {
-        if let transport = transportSlot.withLock({ t -> Transport? in
+        if let transport = transportSlot.withLock({ t -> (any RemoteNetwork)? in
             defer { t = nil }; return t
         }) {
             transport.shutdown()
@@ -294,4 +324,11 @@ final class SystemReference: Sendable {
 
     func set(_ system: ActorSystem) { weakSystem.withLock { $0.system = system } }
     var system: ActorSystem? { weakSystem.withLock { $0.system } }
+}
+
+/// What an actor system needs from the network side: refs to actors on other
+/// nodes, and a shutdown that closes every connection first.
+protocol RemoteNetwork: AnyObject, Sendable {
+    func remoteRef(_ address: ActorAddress) -> ActorRef
+    func shutdown()
 }

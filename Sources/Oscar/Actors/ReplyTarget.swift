@@ -26,6 +26,12 @@ protocol MessageTarget: AnyObject, Sendable {
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?)
     /// Delivers a message that arrived encoded; the bytes are only borrowed.
     func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?)
+    /// True for an actor on another node (watched through membership).
+    var isRemote: Bool { get }
+}
+
+extension MessageTarget {
+    var isRemote: Bool { false }
 }
 
 /// A message waiting in a mailbox: a value sent locally, or the bytes of one

@@ -110,6 +110,10 @@ final class MembershipShell: Reactor {
             case .sendHeartbeat(let to): send(.heartbeat(state.me.uid), to: to, context)
             case .publish(let event):
                 Log.shared.info("cluster: \(event)")
+                switch event {
+                case .memberRemoved(let m), .memberDowned(let m): context.system.nodeRemoved(m.node)
+                default: break
+                }
                 events.publish(event)
             case .shutDown(let reason):
                 Log.shared.warning("cluster: \(reason); this node stops")

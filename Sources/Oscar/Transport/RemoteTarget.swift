@@ -2,6 +2,7 @@
 /// once, on the sender's thread, and handed to the node's association.
 final class RemoteTarget: MessageTarget {
     let address: ActorAddress
+    var isRemote: Bool { true }
     private let association: Association
     private let transport: Transport
 

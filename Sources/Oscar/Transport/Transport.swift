@@ -10,7 +10,7 @@ import Synchronization
 /// means inbound and outbound connections never need to move between loops,
 /// and simultaneous connects are settled on one thread. Actors still spread
 /// over every loop; sends between loops are batched through the inboxes.
-final class Transport: @unchecked Sendable {
+final class Transport: RemoteNetwork, @unchecked Sendable {
     struct Settings: Sendable {
         var maxFrameSize = 4 << 20
         var outboundCapacity = 64 << 20
