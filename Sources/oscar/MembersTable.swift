@@ -21,14 +21,4 @@ enum MembersTable {
     }
 
     static func isLeader(_ m: Member, _ view: MembershipSnapshot) -> Bool { view.leader == m.node }
-
-    static func json(_ view: MembershipSnapshot) -> String {
-        let members = view.members.map { m in
-            let roles = m.roles.sorted().map { "\"\($0)\"" }.joined(separator: ",")
-            return "{\"address\":\"\(m.node)\",\"uid\":\(m.uid),\"status\":\"\(m.status.rawValue)\","
-                + "\"reachable\":\(!view.unreachable.contains(m.uid)),\"leader\":\(isLeader(m, view)),"
-                + "\"roles\":[\(roles)],\"upNumber\":\(m.upNumber)}"
-        }
-        return "{\"observer\":\"\(view.observer)\",\"members\":[\(members.joined(separator: ","))]}"
-    }
 }

@@ -43,6 +43,7 @@ enum NetworkCommands {
             seeds.append(try nodeAddress(String(text), option: "seed"))
         }
         let roles = Set((args.option("roles") ?? "").split(separator: ",").map(String.init))
+        let httpPort = try args.int("http-port", default: 0, range: 0...65535)
         let secret = secret(&args)
         let level = args.option("log-level") ?? "info"
         try args.rejectUnknownOptions()
@@ -53,7 +54,9 @@ enum NetworkCommands {
         let node: ClusterNode
         do {
             node = try ClusterNode(
-                settings: .init(host: host, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles)
+                settings: .init(
+                    host: host, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles,
+                    httpPort: httpPort)
             ) { Demo.declare(in: &$0) }
         } catch {
             throw .failed("\(error)")
@@ -61,6 +64,9 @@ enum NetworkCommands {
         Log.shared.setPrefix("[\(node.address)]")
         print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
         print("actors: /user/echo (Echo), /user/counter (Increment, GetCount), /user/kv (Put, Get)")
+        if let management = node.managementPort {
+            print("management: http://127.0.0.1:\(management)/members, /health, /metrics")
+        }
         if seeds.isEmpty {
             print("no seeds: this node forms a new cluster; others join with --seed \(node.address)")
         } else {
@@ -104,7 +110,7 @@ enum NetworkCommands {
         } catch {
             throw askFailure(error)
         }
-        print(json ? MembersTable.json(view) : MembersTable.text(view))
+        print(json ? view.json : MembersTable.text(view))
     }
 
     static func leave(_ args: inout Arguments) async throws(CLIError) {

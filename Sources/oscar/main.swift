@@ -9,7 +9,7 @@ let usage = """
 
     USAGE
       oscar node [--port 7000] [--host 127.0.0.1] [--seed host:port[,host:port]] [--roles r1,r2]
-                 [--loops N] [--secret S] [--log-level info]
+                 [--http-port 0] [--loops N] [--secret S] [--log-level info]
                                       run a node hosting the demo actors (echo, counter, kv);
                                       with --seed it joins that cluster. SIGINT/SIGTERM: leave, stop
       oscar members [--node host:port] [--json]

@@ -1,3 +1,4 @@
+import Foundation
 import Oscar
 import OscarTestSupport
 import Testing
@@ -93,5 +94,51 @@ extension MembershipTests {
             await eventually(timeout: .seconds(15)) {
                 (try? await watcher.ask(TerminatedSeen())) == [remoteEcho.address.uri]
             })
+    }
+}
+
+extension MembershipTests {
+    /// One GET over a plain socket, off the cooperative pool.
+    static func get(_ path: String, port: Int) async throws -> (status: Int, body: String) {
+        try await offThePool {
+            let peer = try RawPeer(port: port)
+            peer.send(Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+            var response: [UInt8] = []
+            while let chunk = peer.read(1) { response += chunk }  // until the server closes
+            let text = String(decoding: response, as: UTF8.self)
+            let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+            let body = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+            return (status, body)
+        }
+    }
+
+    @Test func theManagementEndpointServesMembersHealthAndMetrics() async throws {
+        let seed = try ClusterNode(
+            settings: .init(secret: "s3cret", loopCount: 1, membershipTick: .milliseconds(200), httpPort: 0))
+        let b = try clusterNode(seeds: [seed.address])
+        defer { [b, seed].forEach { $0.shutdown() } }
+        let port = try #require(seed.managementPort)
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 2 })
+        // A little remote traffic, so the frame counters move.
+        _ = try await seed.system.ref("oscar://127.0.0.1:\(b.address.port)/system/membership")?.ask(Identify())
+
+        let members = try await Self.get("/members", port: port)
+        #expect(members.status == 200)
+        let json = try JSONSerialization.jsonObject(with: Data(members.body.utf8)) as? [String: Any]
+        #expect((json?["members"] as? [[String: Any]])?.count == 2)
+
+        let health = try await Self.get("/health", port: port)
+        #expect(health.status == 200)
+        #expect(health.body.contains("\"status\":\"up\""))
+
+        let metrics = try await Self.get("/metrics", port: port)
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("oscar_members{status=\"up\"} 2"))
+        #expect(metrics.body.contains("oscar_asks_pending 0"))
+        let framesIn = metrics.body.split(separator: "\n").first { $0.hasPrefix("oscar_frames_in_total ") }
+        #expect((framesIn?.split(separator: " ").last.flatMap { Int($0) } ?? 0) > 0)
+
+        let missing = try await Self.get("/nope", port: port)
+        #expect(missing.status == 404)
     }
 }

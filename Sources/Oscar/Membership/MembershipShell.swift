@@ -37,6 +37,7 @@ final class MembershipShell: Reactor {
     private let seeds: [NodeAddress]
     private let tickInterval: Duration
     private let events: ClusterEventHub
+    private let stats: NodeStats
     private var context: ActorContext?
     private let clock = ContinuousClock()
     private let start: ContinuousClock.Instant
@@ -44,13 +45,14 @@ final class MembershipShell: Reactor {
 
     init(
         me: NodeAddress, roles: Set<String>, seeds: [NodeAddress], settings: MembershipCore.Settings,
-        tickInterval: Duration, events: ClusterEventHub
+        tickInterval: Duration, events: ClusterEventHub, stats: NodeStats
     ) {
         core = MembershipCore(settings: settings)
         state = MembershipCore.State(me: me, roles: roles, seed: me.uid)
         self.seeds = seeds
         self.tickInterval = tickInterval
         self.events = events
+        self.stats = stats
         start = clock.now
     }
 
@@ -65,7 +67,12 @@ final class MembershipShell: Reactor {
                 case .heartbeat(let uid): me.apply(.heartbeat(from: uid))
                 }
             })
-        r.on(Tick.self, do: { me, _ in me.apply(.tick(now: me.now)) })
+        r.on(
+            Tick.self,
+            do: { me, _ in
+                me.stats.add(.gossipRounds)
+                me.apply(.tick(now: me.now))
+            })
         r.on(Leave.self, do: { me, _ in me.apply(.leave) })
         r.on(Down.self, do: { me, m in me.apply(.down(m.uid)) })
         r.on(

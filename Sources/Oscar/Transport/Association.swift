@@ -101,9 +101,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         if let reply {
             nextCorrelation &+= 1
             pending[correlation] = reply
+            transport.stats.add(.asksPending)
             reply.waitOn(self, correlation: correlation)
             reply.arm(on: loop)
         }
+        transport.stats.add(.framesOut)
         outboundChanged()
     }
 
@@ -115,6 +117,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         loop.preconditionInEventLoop()
         guard connection != nil else { return }  // the asker's side fails its ask itself
         try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
+        transport.stats.add(.framesOut)
         outboundChanged()
     }
 
@@ -153,7 +156,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         outbound.removeAll(keepingCapacity: true)
     }
 
-    func forget(_ correlation: UInt64) { pending.removeValue(forKey: correlation) }
+    func forget(_ correlation: UInt64) { _ = removePending(correlation) }
+
+    /// Removes a waiting ask, keeping the pending-asks gauge exact.
+    private func removePending(_ correlation: UInt64) -> (any ReplyTarget)? {
+        guard let reply = pending.removeValue(forKey: correlation) else { return nil }
+        transport.stats.add(.asksPending, -1)
+        return reply
+    }
 
     // MARK: - Connections
 
@@ -230,6 +240,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private func failPending(_ reason: String, as error: AskError? = nil) {
         let waiting = pending
         pending.removeAll()
+        transport.stats.add(.asksPending, -waiting.count)
         for (_, reply) in waiting { reply.fail(error ?? .nodeUnreachable(node, reason)) }
     }
 
@@ -260,6 +271,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     func receive(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
         let envelope = try WireEnvelope.parse(frame)
+        transport.stats.add(.framesIn)
         switch envelope.kind {
         case .tell, .ask:
             let path = UnsafeRawBufferPointer(rebasing: frame[envelope.recipient])
@@ -280,7 +292,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 manifest: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]),
                 payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]), reply: reply)
         case .reply, .failure:
-            guard let waiting = pending.removeValue(forKey: envelope.correlation) else { return }  // timed out
+            guard let waiting = removePending(envelope.correlation) else { return }  // timed out
             waiting.complete(
                 wire: envelope.kind, payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
                 decoder: transport.system.decoder)

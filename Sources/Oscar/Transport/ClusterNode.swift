@@ -1,3 +1,5 @@
+import Synchronization
+
 /// An actor system that is also a node on the network: it listens, and its
 /// refs reach actors on other nodes with the same `tell` and `ask`.
 ///
@@ -41,13 +43,18 @@ public final class ClusterNode: Sendable {
         public var membership: MembershipCore.Settings
         /// How often membership gossips, heartbeats and checks. Default 500 ms.
         public var membershipTick: Duration
+        /// The management endpoint (GET /members, /health, /metrics): nil for
+        /// none, 0 for any free port (see `managementPort`). Default nil.
+        public var httpPort: Int?
+        /// Where the management endpoint listens. Default loopback.
+        public var httpHost: String
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
             mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
             name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
             roles: Set<String> = [], membership: MembershipCore.Settings = .init(),
-            membershipTick: Duration = .milliseconds(500)
+            membershipTick: Duration = .milliseconds(500), httpPort: Int? = nil, httpHost: String = "127.0.0.1"
         ) {
             self.host = host
             self.port = port
@@ -62,11 +69,18 @@ public final class ClusterNode: Sendable {
             self.roles = roles
             self.membership = membership
             self.membershipTick = membershipTick
+            self.httpPort = httpPort
+            self.httpHost = httpHost
         }
     }
 
     public let system: ActorSystem
     private let hub = ClusterEventHub()
+    private let stats = NodeStats()
+    private let http = Mutex<HTTPServer?>(nil)
+
+    /// The management endpoint's port, when it was asked for.
+    public var managementPort: Int? { http.withLock { $0?.port } }
 
     /// This node: the host and the port it actually listens on, and its uid.
     public var address: NodeAddress { system.node }
@@ -84,17 +98,36 @@ public final class ClusterNode: Sendable {
         var transportSettings = Transport.Settings()
         transportSettings.maxFrameSize = settings.maxFrameSize
         transportSettings.outboundCapacity = settings.outboundCapacity
-        let transport = Transport(system: system, secret: settings.secret, settings: transportSettings)
+        let transport = Transport(system: system, secret: settings.secret, settings: transportSettings, stats: stats)
         system.attach(transport)
         try transport.listen(fd: fd)
-        let (me, hub) = (system.node, self.hub)
+        let (me, hub, stats) = (system.node, self.hub, self.stats)
         let (roles, seeds, membership, tick) = (
             settings.roles, settings.seeds, settings.membership, settings.membershipTick
         )
         // A fresh system: the path is free.
         _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
-            MembershipShell(me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub)
+            MembershipShell(
+                me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub, stats: stats)
         }
+        if let httpPort = settings.httpPort {
+            let server = try HTTPServer(host: settings.httpHost, port: httpPort, loop: transport.ioLoop) {
+                [weak self] method, path in
+                await self?.management(method: method, path: path)
+                    ?? ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "shutting down\n")
+            }
+            http.withLock { $0 = server }
+        }
+    }
+
+    private func management(method: String, path: String) async -> ManagementRoutes.Response {
+        let empty = MembershipSnapshot(members: [], unreachable: [], leader: nil, observer: address)
+        let membership = (try? await self.membership(timeout: .seconds(2))) ?? empty
+        let snapshot = ManagementRoutes.Snapshot(
+            membership: membership, deadLetters: system.deadLetters, framesIn: stats.value(.framesIn),
+            framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
+            gossipRounds: stats.value(.gossipRounds))
+        return ManagementRoutes.respond(method: method, path: path, snapshot)
     }
 
     /// Membership changes as this node sees them, from now on.
@@ -132,5 +165,8 @@ public final class ClusterNode: Sendable {
 
     /// Closes every connection (waiting asks fail with `nodeUnreachable`),
     /// stops every actor and loop.
-    public func shutdown() { system.shutdown() }
+    public func shutdown() {
+        http.withLock { $0?.close() }
+        system.shutdown()
+    }
 }

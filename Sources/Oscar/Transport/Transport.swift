@@ -24,12 +24,14 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     let localNode: NodeAddress
     let ioLoop: EventLoop
     unowned let system: ActorSystem
+    let stats: NodeStats
     private let associations = Mutex<[String: Association]>([:])
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
     private var connections: [ObjectIdentifier: Connection] = [:]
 
-    init(system: ActorSystem, secret: String, settings: Settings) {
+    init(system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats()) {
         self.system = system
+        self.stats = stats
         self.secret = Array(secret.utf8)
         self.settings = settings
         self.localNode = system.node

@@ -1,0 +1,86 @@
+/// The management endpoint's pages, as pure functions of a snapshot: the
+/// HTTP shell parses requests and writes responses, nothing else.
+public enum ManagementRoutes {
+    public struct Response: Sendable, Equatable {
+        public var status: Int
+        public var contentType: String
+        public var body: String
+    }
+
+    /// What the pages are rendered from.
+    public struct Snapshot: Sendable {
+        public var membership: MembershipSnapshot
+        public var deadLetters: Int
+        public var framesIn: Int
+        public var framesOut: Int
+        public var asksPending: Int
+        public var gossipRounds: Int
+    }
+
+    public static func respond(method: String, path: String, _ s: Snapshot) -> Response {
+        guard method == "GET" else { return Response(status: 405, contentType: "text/plain", body: "only GET\n") }
+        switch path {
+        case "/health":
+            let me = s.membership.members.first { $0.node == s.membership.observer }
+            let status = me?.status.rawValue ?? "unknown"
+            let healthy = me?.status == .up
+            return Response(
+                status: healthy ? 200 : 503, contentType: "application/json",
+                body: "{\"node\":\"\(s.membership.observer)\",\"status\":\"\(status)\"}\n")
+        case "/members":
+            return Response(status: 200, contentType: "application/json", body: s.membership.json + "\n")
+        case "/metrics":
+            return Response(status: 200, contentType: "text/plain; version=0.0.4", body: metrics(s))
+        default:
+            return Response(
+                status: 404, contentType: "text/plain", body: "not found: try /members, /health, /metrics\n")
+        }
+    }
+
+    /// Prometheus text format.
+    static func metrics(_ s: Snapshot) -> String {
+        var lines = [
+            "# HELP oscar_members Members of the cluster by status, as this node sees them.",
+            "# TYPE oscar_members gauge",
+        ]
+        for status in MemberStatus.allCases where status != .removed {
+            let n = s.membership.members.filter { $0.status == status }.count
+            lines.append("oscar_members{status=\"\(status.rawValue)\"} \(n)")
+        }
+        lines += [
+            "# HELP oscar_members_unreachable Members some member observes as unreachable.",
+            "# TYPE oscar_members_unreachable gauge",
+            "oscar_members_unreachable \(s.membership.unreachable.count)",
+            "# HELP oscar_frames_in_total Message frames received from other nodes.",
+            "# TYPE oscar_frames_in_total counter",
+            "oscar_frames_in_total \(s.framesIn)",
+            "# HELP oscar_frames_out_total Message frames sent to other nodes.",
+            "# TYPE oscar_frames_out_total counter",
+            "oscar_frames_out_total \(s.framesOut)",
+            "# HELP oscar_asks_pending Asks to other nodes waiting for their outcome.",
+            "# TYPE oscar_asks_pending gauge",
+            "oscar_asks_pending \(s.asksPending)",
+            "# HELP oscar_gossip_rounds_total Membership ticks (each gossips and checks).",
+            "# TYPE oscar_gossip_rounds_total counter",
+            "oscar_gossip_rounds_total \(s.gossipRounds)",
+            "# HELP oscar_dead_letters_total Messages that could not be delivered.",
+            "# TYPE oscar_dead_letters_total counter",
+            "oscar_dead_letters_total \(s.deadLetters)",
+        ]
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+extension MembershipSnapshot {
+    /// `{"observer": …, "members": [{address, uid, status, reachable, leader, roles, upNumber}]}`:
+    /// what `oscar members --json` prints and `GET /members` serves.
+    public var json: String {
+        let rows = members.map { m in
+            let roles = m.roles.sorted().map { "\"\($0)\"" }.joined(separator: ",")
+            return "{\"address\":\"\(m.node)\",\"uid\":\(m.uid),\"status\":\"\(m.status.rawValue)\","
+                + "\"reachable\":\(!unreachable.contains(m.uid)),\"leader\":\(leader == m.node),"
+                + "\"roles\":[\(roles)],\"upNumber\":\(m.upNumber)}"
+        }
+        return "{\"observer\":\"\(observer)\",\"members\":[\(rows.joined(separator: ","))]}"
+    }
+}
