@@ -13,6 +13,6 @@ swift test -Xswiftc -warnings-as-errors
 
 if [ "${OSCAR_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== swift test under AddressSanitizer + LeakSanitizer"
-  ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/Cluster/scripts/lsan.supp:print_suppressions=0" \
+  OSCAR_SANITIZER_RUN=1 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/Cluster/scripts/lsan.supp:print_suppressions=0" \
     swift test --sanitize=address --build-path .build-asan --skip MembershipCLITests
 fi
