@@ -22,7 +22,6 @@ final class MembershipShell: Reactor {
 
     struct Tick: Message {}
     struct Leave: Message {}
-    struct Down: Message { var uid: UInt64 }
 
     /// The members as this node sees them, for `oscar members` and /members.
     struct GetMembers: Message {
@@ -74,7 +73,6 @@ final class MembershipShell: Reactor {
                 me.apply(.tick(now: me.now))
             })
         r.on(Leave.self, do: { me, _ in me.apply(.leave) })
-        r.on(Down.self, do: { me, m in me.apply(.down(m.uid)) })
         r.on(
             GetMembers.self,
             result: { me, _ in
