@@ -1,3 +1,5 @@
+import Glibc
+
 /// The table of an actor type's reactions, one per message type, in the three
 /// kinds of Oscar's model.
 ///
@@ -105,7 +107,12 @@ public struct Reactions<A: Reactor> {
 
     /// The decoding handler for a manifest, compared byte for byte.
     func decodingHandler(for manifest: UnsafeRawBufferPointer) -> DecodingHandler? {
-        for i in manifests.indices where manifests[i].elementsEqual(manifest) { return decodingHandlers[i] }
+        for i in manifests.indices where manifests[i].count == manifest.count {
+            let equal = manifests[i].withUnsafeBytes { mine in
+                manifest.isEmpty || memcmp(mine.baseAddress!, manifest.baseAddress!, manifest.count) == 0
+            }
+            if equal { return decodingHandlers[i] }
+        }
         return nil
     }
 
