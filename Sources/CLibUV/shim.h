@@ -14,4 +14,10 @@ static inline void oscar_stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOL
 /// Names the calling thread (visible in top, perf and gdb); at most 15 bytes are kept.
 static inline void oscar_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
+/// Writing to a socket the peer has closed raises SIGPIPE, which by default
+/// kills the process; libuv leaves it to the application. A node must take
+/// that as an ordinary write error (EPIPE) instead.
+#include <signal.h>
+static inline void oscar_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
+
 #endif

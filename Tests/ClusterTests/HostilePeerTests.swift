@@ -6,7 +6,7 @@ import Testing
 
 /// A bare TCP client that speaks the wire protocol by hand, to send what a
 /// correct node never would. Blocking, with receive timeouts, on 127.0.0.1.
-final class RawPeer {
+final class RawPeer: @unchecked Sendable {
     let fd: Int32
 
     init(port: Int) throws {

@@ -12,6 +12,7 @@ final class HTTPServer: @unchecked Sendable {
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
 
     init(host: String, port: Int, loop: EventLoop, handler: @escaping Handler) throws(TransportError) {
+        oscar_ignore_sigpipe()  // a client hanging up mid-response must not end the process
         let (fd, actual) = try SocketAddress.listen(host: host, port: port)
         self.loop = loop
         self.port = actual

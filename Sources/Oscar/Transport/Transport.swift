@@ -30,6 +30,9 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     private var connections: [ObjectIdentifier: Connection] = [:]
 
     init(system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats()) {
+        // A peer closing mid-write must be an error on that connection, not
+        // the end of this process.
+        oscar_ignore_sigpipe()
         self.system = system
         self.stats = stats
         self.secret = Array(secret.utf8)
