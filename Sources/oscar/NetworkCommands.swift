@@ -124,6 +124,21 @@ enum NetworkCommands {
         print("asked \(target) to leave the cluster")
     }
 
+    static func down(_ args: inout Arguments) async throws(CLIError) {
+        guard let text = args.option("member") else { throw .usage("oscar down needs --member host:port") }
+        let member = try nodeAddress(text, option: "member")
+        let (client, target) = try clusterClient(&args)
+        defer { client.shutdown() }
+        let found: Bool
+        do {
+            found = try await client.down(member, via: target)
+        } catch {
+            throw askFailure(error)
+        }
+        guard found else { throw .failed("\(target) has no member \(member)") }
+        print("\(target) marked \(member) down; the leader removes it")
+    }
+
     /// A one-shot, silent client node and the `--node` it talks to.
     static func clusterClient(_ args: inout Arguments) throws(CLIError) -> (ClusterNode, NodeAddress) {
         let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")

@@ -15,6 +15,8 @@ let usage = """
       oscar members [--node host:port] [--json]
                                       the member table as that node sees it
       oscar leave [--node host:port]  ask a node to leave the cluster gracefully
+      oscar down --member host:port [--node host:port]
+                                      mark a member down (it is removed without leaving)
       oscar ask URI Type JSON [--timeout 5s] [--secret S]
                                       ask an actor; prints the reply as JSON
       oscar tell URI Type JSON [--secret S]
@@ -63,6 +65,8 @@ do throws(CLIError) {
         try await NetworkCommands.members(&args, json: args.has("json"))
     case "leave":
         try await NetworkCommands.leave(&args)
+    case "down":
+        try await NetworkCommands.down(&args)
     case "ask":
         try await NetworkCommands.ask(&args, json: args.has("json"))
     case "tell":

@@ -142,3 +142,23 @@ extension MembershipTests {
         #expect(missing.status == 404)
     }
 }
+
+extension MembershipTests {
+    @Test func anOperatorCanDownAMemberWhichIsRemovedAndStops() async throws {
+        let seed = try clusterNode()
+        let b = try clusterNode(seeds: [seed.address])
+        let c = try clusterNode(seeds: [seed.address])
+        defer { [c, b, seed].forEach { $0.shutdown() } }
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 3 })
+        let stopped = Record<String>()
+        c.onRemoved { stopped.append($0) }
+        #expect(try await b.down(NodeAddress(host: "127.0.0.1", port: c.address.port), via: seed.address))
+        #expect(await eventually(timeout: .seconds(15)) { stopped.all.count == 1 })
+        #expect(
+            await eventually(timeout: .seconds(15)) {
+                let members = (try? await seed.membership())?.members ?? []
+                return members.count == 2 && !members.contains { $0.node.port == c.address.port }
+            })
+        #expect(try await b.down(NodeAddress(host: "127.0.0.1", port: 9), via: seed.address) == false)
+    }
+}

@@ -22,6 +22,14 @@ final class MembershipShell: Reactor {
 
     struct Tick: Message {}
     struct Leave: Message {}
+    /// An operator downs the member at this address (whichever incarnation
+    /// is current); replies whether there was such a member.
+    struct Down: Message {
+        typealias Reply = Bool
+        var host: String
+        var port: Int
+        static var manifest: String { "oscar.down" }
+    }
 
     /// The members as this node sees them, for `oscar members` and /members.
     struct GetMembers: Message {
@@ -73,6 +81,17 @@ final class MembershipShell: Reactor {
                 me.apply(.tick(now: me.now))
             })
         r.on(Leave.self, do: { me, _ in me.apply(.leave) })
+        r.on(
+            Down.self,
+            result: { me, m in
+                guard
+                    let member = me.state.gossip.current.first(where: {
+                        $0.node.host == m.host && $0.node.port == m.port
+                    })
+                else { return false }
+                me.apply(.down(member.uid))
+                return true
+            })
         r.on(
             GetMembers.self,
             result: { me, _ in

@@ -159,6 +159,19 @@ public final class ClusterNode: Sendable {
         _ = try await ref.ask(Identify(), timeout: timeout)  // FIFO: the leave has arrived
     }
 
+    /// Downs the member at `member` (host and port) as `node` (this one by
+    /// default) sees it: it is removed without a leave, and stops itself when
+    /// it learns. For operators, and with `Downing.manual`. Returns false if
+    /// there was no such member.
+    public func down(
+        _ member: NodeAddress, via node: NodeAddress? = nil, timeout: Duration = .seconds(5)
+    )
+        async throws(AskError) -> Bool
+    {
+        try await membershipRef(of: node ?? address).ask(
+            MembershipShell.Down(host: member.host, port: member.port), timeout: timeout)
+    }
+
     /// Called once when membership says this node must stop: it left, or it
     /// was downed (keep-majority downing on the minority side, or an operator).
     public func onRemoved(_ body: @escaping @Sendable (String) -> Void) { hub.onShutdown(body) }
