@@ -149,11 +149,7 @@ final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
     }
 
     private func refuse(manifest: @autoclosure () -> String, reply: (any ReplyTarget)?, _ error: AskError) {
-        if let reply {
-            reply.fail(error)
-        } else {
-            system?.deadLetter(manifest(), to: address, reason: error)
-        }
+        refuseMessage(reply, manifest: manifest(), to: address, error, in: system)
     }
 
     // MARK: - Running

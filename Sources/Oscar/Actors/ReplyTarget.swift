@@ -15,6 +15,20 @@ protocol ReplyTarget: AnyObject, Sendable {
     func waitOn(_ table: any PendingAskTable, correlation: UInt64)
 }
 
+/// Ends a message that cannot be handled: an ask fails with `error`, a tell
+/// becomes a dead letter of `system` (counted and logged). The one place that
+/// rule lives, for mailboxes and the transport alike.
+func refuseMessage(
+    _ reply: (any ReplyTarget)?, manifest: @autoclosure () -> String, to address: ActorAddress, _ error: AskError,
+    in system: ActorSystem?
+) {
+    if let reply {
+        reply.fail(error)
+    } else {
+        system?.deadLetter(manifest(), to: address, reason: error)
+    }
+}
+
 /// Where asks to another node wait for their replies (one per connection).
 protocol PendingAskTable: AnyObject {
     func forget(_ correlation: UInt64)

@@ -136,11 +136,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
-        if let reply {
-            reply.fail(error)
-        } else {
-            transport.system.deadLetter(manifest, to: ActorAddress(node: node, path: "?"), reason: error)
-        }
+        refuseMessage(reply, manifest: manifest, to: ActorAddress(node: node, path: "?"), error, in: transport.system)
     }
 
     /// Flushes once per loop turn: every frame queued this turn in one write.
@@ -281,11 +277,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 let address = ActorAddress(node: transport.localNode, path: String(decoding: path, as: UTF8.self))
                 let manifest = String(
                     decoding: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]), as: UTF8.self)
-                if let reply {
-                    reply.fail(.actorNotFound(address))
-                } else {
-                    transport.system.deadLetter(manifest, to: address, reason: .actorNotFound(address))
-                }
+                refuseMessage(reply, manifest: manifest, to: address, .actorNotFound(address), in: transport.system)
                 return
             }
             target.deliverEncoded(

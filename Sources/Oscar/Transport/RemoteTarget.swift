@@ -55,10 +55,6 @@ final class RemoteTarget: MessageTarget {
     }
 
     private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
-        if let reply {
-            reply.fail(error)
-        } else {
-            transport.system.deadLetter(manifest, to: address, reason: error)
-        }
+        refuseMessage(reply, manifest: manifest, to: address, error, in: transport.system)
     }
 }
