@@ -47,9 +47,7 @@ enum BenchCommand {
     /// `--spin 100us` (the node default), `--spin 0` to block at once.
     static func spinOption(_ args: inout Arguments) throws(CLIError) -> Duration {
         guard let text = args.option("spin") else { return .microseconds(100) }
-        if text == "0" { return .zero }
-        if text.hasSuffix("us"), let v = Int(text.dropLast(2)), v >= 0 { return .microseconds(v) }
-        return try NetworkCommands.duration(text, option: "spin")
+        return try NetworkCommands.duration(text, option: "spin", allowZero: true)
     }
 
     static func report(_ body: () async throws -> [BenchFigure]) async throws(CLIError) {
@@ -72,11 +70,7 @@ enum BenchCommand {
         if !FileManager.default.isExecutableFile(atPath: server.executableURL!.path) {
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         }
-        server.arguments = [
-            "bench", "serve", "--spin",
-            spin == .zero
-                ? "0" : "\(spin.components.attoseconds / 1_000_000_000_000 + spin.components.seconds * 1_000_000)us",
-        ]
+        server.arguments = ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"]
         let out = Pipe()
         server.standardOutput = out
         do {

@@ -14,13 +14,16 @@ enum NetworkCommands {
         return "oscar-development-secret"
     }
 
-    /// Parses `2s`, `500ms`, `1m` or a plain number of seconds.
-    static func duration(_ text: String, option: String) throws(CLIError) -> Duration {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+    /// Parses `100us`, `500ms`, `2s`, `1m` or a plain number of seconds;
+    /// zero only when `allowZero`.
+    static func duration(_ text: String, option: String, allowZero: Bool = false) throws(CLIError) -> Duration {
+        // Longer suffixes first: "500ms" also ends in "s".
+        let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("", 1)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
-            if let v = Double(text.dropLast(suffix.count)), v > 0 { return .milliseconds(Int64(v * scale * 1000)) }
+            if let v = Double(text.dropLast(suffix.count)), v > 0 || (allowZero && v == 0) {
+                return .nanoseconds(Int64(v * scale * 1e9))
+            }
         }
-        if let v = Double(text), v > 0 { return .milliseconds(Int64(v * 1000)) }
         throw .usage("--\(option) takes a duration such as 2s or 500ms, not '\(text)'")
     }
 

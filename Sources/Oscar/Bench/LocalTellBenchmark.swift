@@ -65,14 +65,6 @@ public enum LocalTellBenchmark {
     }
 }
 
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    public var seconds: Double {
-        let (s, atto) = components
-        return Double(s) + Double(atto) / 1e18
-    }
-}
-
 /// Figures about this process that benchmarks report.
 public enum ProcessStats {
     /// Peak resident set size in KiB (`ru_maxrss`), as `/usr/bin/time -v` reports it.

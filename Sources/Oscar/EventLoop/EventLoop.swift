@@ -62,8 +62,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     ///   disables it. Idle loops do not spin.
     init(index: Int, spinBeforeBlock: Duration = .zero) {
         self.index = index
-        let (s, atto) = spinBeforeBlock.components
-        self.spin = UInt64(max(0, s)) * 1_000_000_000 + UInt64(max(0, atto) / 1_000_000_000)
+        self.spin = UInt64(spinBeforeBlock.nanoseconds)
         uvLoop = .allocate(capacity: 1)
         let rc = uv_loop_init(uvLoop)
         precondition(rc == 0, "uv_loop_init failed: \(String(cString: uv_strerror(rc)))")
@@ -256,9 +255,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     public func cancelTimer(_ timer: LoopTimer) { disarm(timer) }
 
     static func deadline(after delay: Duration) -> UInt64 {
-        let (seconds, attoseconds) = delay.components
-        let ns = max(0, seconds) &* 1_000_000_000 &+ max(0, attoseconds) / 1_000_000_000
-        return uv_hrtime() &+ UInt64(ns)
+        uv_hrtime() &+ UInt64(delay.nanoseconds)
     }
 
     func arm(_ entry: any TimerEntry, deadline: UInt64) {
