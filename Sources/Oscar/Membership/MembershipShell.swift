@@ -7,6 +7,12 @@ import Synchronization
 final class MembershipShell: Reactor {
     static let path = "/system/membership"
 
+    /// The membership actor of the node at that host and port, whichever
+    /// incarnation is there (uid 0).
+    static func address(of node: NodeAddress) -> ActorAddress {
+        ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: path)
+    }
+
     /// Everything nodes say to each other about membership: one message type,
     /// so one manifest, with the kind inside.
     struct Wire: Message {
@@ -148,8 +154,7 @@ final class MembershipShell: Reactor {
     }
 
     private func send(_ kind: Wire.Kind, to node: NodeAddress, _ context: ActorContext) {
-        context.system.ref(for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: Self.path))
-            .tell(Wire(kind: kind))
+        context.system.ref(for: Self.address(of: node)).tell(Wire(kind: kind))
     }
 }
 

@@ -149,7 +149,7 @@ public final class ClusterNode: Sendable {
 
     /// The membership actor of a node (whichever incarnation is there).
     private func membershipRef(of node: NodeAddress) -> ActorRef {
-        system.ref(for: ActorAddress(node: NodeAddress(host: node.host, port: node.port), path: MembershipShell.path))
+        system.ref(for: MembershipShell.address(of: node))
     }
 
     /// Asks another node to leave the cluster gracefully.
