@@ -85,12 +85,8 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
 @Suite struct HostilePeerTests {
     /// After `attack` against B, a well-behaved node A still gets answers from B.
     func nodeServesOn(after attack: @escaping @Sendable (Int) throws -> Void) async throws {
-        let a = try node()
-        let b = try node()
-        defer {
-            a.shutdown()
-            b.shutdown()
-        }
+        let (a, b) = try twoNodes()
+        defer { shutDown(a, b) }
         let port = b.address.port
         try await offThePool { try attack(port) }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!

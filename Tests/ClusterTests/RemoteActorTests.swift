@@ -54,6 +54,13 @@ final class PingActor: Reactor {
     }
 }
 
+/// Two fresh nodes with the test secret; pair with `defer { shutDown(a, b) }`.
+func twoNodes() throws -> (ClusterNode, ClusterNode) { (try node(), try node()) }
+
+func shutDown(_ nodes: ClusterNode...) {
+    for n in nodes { n.shutdown() }
+}
+
 func node(_ secret: String = "s3cret", gate: Gate? = nil) throws -> ClusterNode {
     try ClusterNode(settings: .init(port: 0, secret: secret, loopCount: 2)) { actors in
         actors.singleton("ping") { PingActor(gate: gate) }
@@ -62,12 +69,8 @@ func node(_ secret: String = "s3cret", gate: Gate? = nil) throws -> ClusterNode 
 
 @Suite struct RemoteActorTests {
     @Test func tellAndAskReachAnActorOnAnotherNode() async throws {
-        let a = try node()
-        let b = try node()
-        defer {
-            a.shutdown()
-            b.shutdown()
-        }
+        let (a, b) = try twoNodes()
+        defer { shutDown(a, b) }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         let pong = try await remote.ask(Ping(n: 41))
         #expect(pong == Pong(n: 41, node: b.address.port))
@@ -80,12 +83,8 @@ struct NobodyHandlesThis: Message { typealias Reply = Int }
 
 extension RemoteActorTests {
     @Test func aRefSentInsideAMessageCanBeRepliedTo() async throws {
-        let a = try node()
-        let b = try node()
-        defer {
-            a.shutdown()
-            b.shutdown()
-        }
+        let (a, b) = try twoNodes()
+        defer { shutDown(a, b) }
         let localPing = a.system.actor("ping")!
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         // B receives a ref to A's actor and tells it back.
@@ -164,12 +163,8 @@ extension RemoteActorTests {
     }
 
     @Test func anUnknownManifestIsAnErrorAndTheNodeServesOn() async throws {
-        let a = try node()
-        let b = try node()
-        defer {
-            a.shutdown()
-            b.shutdown()
-        }
+        let (a, b) = try twoNodes()
+        defer { shutDown(a, b) }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         // The remote names itself with its uid, which the typed URI lacks.
         await #expect(
@@ -285,12 +280,8 @@ final class Burster: Reactor {
 extension RemoteActorTests {
     @Test func simultaneousConnectsSettleOnOneConnectionBothWaysWork() async throws {
         for _ in 0..<5 {
-            let a = try node()
-            let b = try node()
-            defer {
-                a.shutdown()
-                b.shutdown()
-            }
+            let (a, b) = try twoNodes()
+            defer { shutDown(a, b) }
             let aToB = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
             let bToA = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
             // Both nodes connect to each other at the same moment.
