@@ -21,7 +21,8 @@ enum SimulateCommand {
             let start = clock.now
             reports.append(
                 SimulationReport.run(nodes: n, seed: seed, window: window) { line in
-                    FileStream.standardError.write("… \(line)\n")
+                    let elapsed = (clock.now - start).seconds
+                    FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")
                 })
             FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).seconds)) s of real time\n")
         }
@@ -29,20 +30,20 @@ enum SimulateCommand {
     }
 
     static func seconds(_ v: Double?) -> String { v.map { String(format1($0)) + " s" } ?? "—" }
-    static func format1(_ v: Double) -> String { v.isNaN ? "no conv." : String((v * 10).rounded() / 10) }
+    static func format1(_ v: Double) -> String { v.isNaN ? "—" : String((v * 10).rounded() / 10) }
 
     static func table(_ reports: [SimulationReport]) -> String {
         var rows = [
             [
                 "nodes", "cold start", "new member up", "killed: unreachable", "killed: removed",
-                "false suspicions /member/min (5% / 20% loss)", "false removals", "gossip /node/s",
+                "false suspicions /min (5% / 20% loss)", "false removals", "gossip /node/s",
             ]
         ]
         for r in reports {
             rows.append([
                 "\(r.nodes)", seconds(r.coldStartConvergence), seconds(r.newMemberUp), seconds(r.killDetected),
                 seconds(r.killRemoved),
-                "\(format1(r.falseUnreachablePerNodeMinute[0.05] ?? .nan)) / \(format1(r.falseUnreachablePerNodeMinute[0.20] ?? .nan))",
+                "\(format1(r.falseSuspicionsPerMinute[0.05] ?? .nan)) / \(format1(r.falseSuspicionsPerMinute[0.20] ?? .nan))",
                 "\(r.falseRemovals[0.05] ?? 0) / \(r.falseRemovals[0.20] ?? 0)", format1(r.gossipPerNodeSecond),
             ])
         }

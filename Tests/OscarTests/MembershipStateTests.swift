@@ -7,34 +7,81 @@ import Testing
 @Suite struct MembershipStateTests {
     static func node(_ uid: UInt64) -> NodeAddress { NodeAddress(host: "127.0.0.1", port: 7000 + Int(uid), uid: uid) }
 
-    /// A random state over uids 1...6, as one node might hold it.
-    static func randomGossip(_ rng: inout SeededRandom) -> Gossip {
-        var g = Gossip()
-        for uid in UInt64(1)...6 where Bool.random(using: &rng) {
-            let status = MemberStatus.allCases.randomElement(using: &rng)!
-            let member = Member(
-                node: node(uid), status: status, roles: uid % 2 == 0 ? ["worker"] : [],
-                upNumber: status == .joining ? 0 : Int.random(in: 1...3, using: &rng))
-            g.update(member, by: uid)
-        }
-        for observer in UInt64(1)...6 {
-            for _ in 0..<Int.random(in: 0...3, using: &rng) {
-                g.observe(observer, reaches: UInt64.random(in: 1...6, using: &rng), Bool.random(using: &rng))
+    /// Random states as nodes 1...6 would hold them: each node changes only
+    /// its own state (a member moved forward, an observation) and merges
+    /// others' states, in random order. Returns snapshots taken along the
+    /// way, so pairs include ancestors, descendants and concurrent states.
+    static func randomHistory(_ rng: inout SeededRandom, steps: Int = 60) -> [Gossip] {
+        let uids = Array(UInt64(1)...6)
+        var replicas = uids.map { _ in Gossip() }
+        var snapshots: [Gossip] = []
+        for _ in 0..<steps {
+            let i = Int.random(in: 0..<replicas.count, using: &rng)
+            let me = uids[i]
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0:
+                let uid = uids.randomElement(using: &rng)!
+                let status = MemberStatus.allCases.randomElement(using: &rng)!
+                let member = Member(
+                    node: node(uid), status: status, roles: uid % 2 == 0 ? ["worker"] : [],
+                    upNumber: status == .joining ? 0 : Int.random(in: 1...3, using: &rng))
+                replicas[i].update(member, by: me)
+            case 1:
+                replicas[i].observe(me, reaches: uids.randomElement(using: &rng)!, Bool.random(using: &rng))
+            default:
+                let j = Int.random(in: 0..<replicas.count, using: &rng)
+                replicas[i] = replicas[i].merged(with: replicas[j])
             }
+            snapshots.append(replicas[i])
         }
-        return g
+        return snapshots
     }
 
     @Test func mergeIsCommutativeAssociativeAndIdempotent() {
         var rng = SeededRandom(seed: 2026)
-        for _ in 0..<2_000 {
-            let a = Self.randomGossip(&rng)
-            let b = Self.randomGossip(&rng)
-            let c = Self.randomGossip(&rng)
-            #expect(a.merged(with: b).content == b.merged(with: a).content)
-            #expect(a.merged(with: b.merged(with: c)).content == a.merged(with: b).merged(with: c).content)
-            #expect(a.merged(with: a).content == a.content)
+        for _ in 0..<100 {
+            let states = Self.randomHistory(&rng)
+            for _ in 0..<50 {
+                let a = states.randomElement(using: &rng)!
+                let b = states.randomElement(using: &rng)!
+                let c = states.randomElement(using: &rng)!
+                #expect(a.merged(with: b).content == b.merged(with: a).content)
+                #expect(a.merged(with: b.merged(with: c)).content == a.merged(with: b).merged(with: c).content)
+                #expect(a.merged(with: a).content == a.content)
+            }
         }
+    }
+
+    /// The join by definition: every member and every observer's records,
+    /// the later of each.
+    static func naiveJoin(_ a: Gossip, _ b: Gossip) -> Gossip.Content {
+        Gossip.Content(
+            members: a.members.merging(b.members) { Member.later($0, $1) },
+            reachability: a.reachability.merged(with: b.reachability))
+    }
+
+    /// The versions' shortcuts (same version: same content; a dominating
+    /// version: that side already holds the join) and the walking join agree
+    /// with the join by definition, and derived fields match a fresh
+    /// computation.
+    @Test func versionShortcutsAgreeWithTheFullJoin() throws {
+        var rng = SeededRandom(seed: 7)
+        var shortcuts = 0
+        for _ in 0..<100 {
+            let states = Self.randomHistory(&rng)
+            for _ in 0..<50 {
+                let a = states.randomElement(using: &rng)!
+                let b = states.randomElement(using: &rng)!
+                if a.version == b.version { #expect(a.content == b.content) }
+                if a.version.compare(b.version) != .concurrent { shortcuts += 1 }
+                let merged = a.merged(with: b)
+                #expect(merged.content == Self.naiveJoin(a, b))
+                #expect(a.joined(with: b).content == Self.naiveJoin(a, b))
+                let decoded = try CBORDecoder().decode(Gossip.self, from: CBOREncoder().encode(merged))
+                #expect(decoded == merged)  // includes current, unreachable and leader, recomputed
+            }
+        }
+        #expect(shortcuts > 1_000)  // the shortcuts were exercised
     }
 
     @Test func statusesOnlyMoveForward() {
@@ -84,12 +131,13 @@ import Testing
     @Test func seenSetsUniteOnlyWhenBothSidesHoldTheSameState() {
         var a = Gossip()
         a.update(Member(node: Self.node(1), status: .up, upNumber: 1), by: 1)
+        a.update(Member(node: Self.node(2), status: .up, upNumber: 2), by: 1)
         var b = a
         b.markSeen(by: 2)
         #expect(a.merged(with: b).seen == [1, 2])
         var c = a
-        c.update(Member(node: Self.node(2), status: .joining), by: 2)
-        #expect(a.merged(with: c).seen == [2])  // equals c's content: c's seen carries over
+        c.update(Member(node: Self.node(3), status: .joining), by: 2)
+        #expect(a.merged(with: c).seen == [2])  // c's version includes a's: c's seen carries over
     }
 
     @Test func theLeaderIsTheLowestReachableUpMember() {

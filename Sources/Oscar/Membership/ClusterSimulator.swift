@@ -37,6 +37,8 @@ public struct ClusterSimulator {
     public private(set) var states: [MembershipCore.State]
     public private(set) var now: Double = 0
     public private(set) var killed: Set<Int> = []
+    /// Fraction of messages dropped from now on (starts at `settings.loss`).
+    public var loss: Double
     /// Paused nodes (SIGSTOP) and when they continue.
     private var pausedUntil: [Int: Double] = [:]
     /// Nodes whose `join` has run (a node that has not started does nothing).
@@ -55,6 +57,7 @@ public struct ClusterSimulator {
         self.settings = settings
         core = MembershipCore(settings: settings.core)
         random = SplitMix64(seed: settings.seed)
+        loss = settings.loss
         states = (0..<settings.nodes).map { i in
             MembershipCore.State(me: Self.address(i), seed: settings.seed &+ UInt64(i) &* 7919)
         }
@@ -158,7 +161,7 @@ public struct ClusterSimulator {
         let j = address.port - 1
         guard j >= 0, j < states.count else { return }
         messagesSent += 1
-        if blocked.contains([i, j]) || uniform() < settings.loss { return }
+        if blocked.contains([i, j]) || uniform() < loss { return }
         let delay = settings.latency + (uniform() * 2 - 1) * settings.jitter
         schedule(Event(at: now + max(0, delay), sequence: 0, node: j, action: action))
     }

@@ -111,7 +111,8 @@ public struct MembershipCore: Core {
             s.outbox.append(.sendHeartbeat(to: watcher))
             return s
         case .heartbeat(let uid):
-            s.detectors[uid, default: PhiAccrualDetector(settings: settings.failureDetector)].heartbeat(at: s.now)
+            // Only from members this node watches (the tick starts watching).
+            s.detectors[uid]?.heartbeat(at: s.now)
             return s
         default: break
         }
@@ -140,13 +141,22 @@ public struct MembershipCore: Core {
                 s.outbox.append(.sendGossip(to: member.node, s.gossip))
             }
         case .gossip(let received, let sender):
-            s.gossip = s.gossip.merged(with: received)
+            if !s.admitted, received.members[s.me.uid] != nil {
+                // The first gossip that includes this node: adopt it. All this
+                // node holds is itself joining, which the sender already
+                // has; merging would make a state concurrent to everyone's
+                // (this node's own version entry), and every node would have
+                // to join it member by member, once per joining node.
+                s.gossip = received
+            } else {
+                s.gossip = s.gossip.merged(with: received)
+            }
             s.gossip.markSeen(by: s.me.uid)
             // Answer a sender that lacks the merged state, or does not know
             // this node has seen it: that is how "seen" flows back to the
             // leader without waiting for a random gossip to reach it. One
             // exchange settles it (the second merge changes nothing).
-            if s.gossip.content != received.content || !received.seen.contains(s.me.uid) {
+            if s.gossip.version != received.version || !received.hasSeen(s.me.uid) {
                 s.outbox.append(.sendGossip(to: sender, s.gossip))
             }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
@@ -184,17 +194,22 @@ public struct MembershipCore: Core {
     public static let monitorsPerMember = 5
 
     /// The members `me` watches: the next `monitorsPerMember` after it, in
-    /// address order, wrapping around.
+    /// address order, wrapping around, skipping exiting members (they are on
+    /// their way out on purpose). Walks indices: copying member records was
+    /// the cost at 1,000 nodes.
     static func monitored(by me: UInt64, in members: [Member]) -> [Member] {
-        guard let i = members.firstIndex(where: { $0.uid == me }), members.count > 1 else { return [] }
-        let k = min(monitorsPerMember, members.count - 1)
-        return (1...k).map { members[(i + $0) % members.count] }
+        guard let mine = members.firstIndex(where: { $0.uid == me }) else { return [] }
+        var out: [Member] = []
+        var i = (mine + 1) % members.count
+        while i != mine, out.count < monitorsPerMember {
+            if members[i].status != .exiting { out.append(members[i]) }
+            i = (i + 1) % members.count
+        }
+        return out
     }
 
     private func tick(_ s: inout State) {
-        // Exiting members are on their way out on purpose: not watched.
-        let current = s.gossip.current.filter { $0.status != .exiting || $0.uid == s.me.uid }
-        let others = Self.monitored(by: s.me.uid, in: current)
+        let others = Self.monitored(by: s.me.uid, in: s.gossip.current)
         // Request/response: whoever this node watches answers it, whatever
         // its own view of who watches whom (views differ while nodes join).
         s.outbox += others.map { .sendHeartbeatRequest(to: $0.node) }
@@ -231,6 +246,16 @@ public struct MembershipCore: Core {
             let available = d.isAvailable(at: s.now)
             if available == mine { s.gossip.observe(s.me.uid, reaches: member.uid, available) }
         }
+        // No longer watched (the ring moved as members came and went): drop
+        // the detector, whose last heartbeat would be stale if this node
+        // watched the member again, and withdraw this node's verdict, which
+        // it can no longer revise. The member's new watchers judge it.
+        for uid in s.detectors.keys where !others.contains(where: { $0.uid == uid }) {
+            s.detectors[uid] = nil
+            if s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(uid) ?? false {
+                s.gossip.observe(s.me.uid, reaches: uid, true)
+            }
+        }
         let unreachable = s.gossip.unreachable
         if unreachable != s.lastUnreachable {
             s.lastUnreachable = unreachable
@@ -243,16 +268,31 @@ public struct MembershipCore: Core {
     /// never chosen: preferring one that will never see the state would
     /// starve everyone else of gossip, and "seen" would never flow back.
     private func gossip(_ s: inout State, count: Int) {
-        let unreachable = s.gossip.unreachable
-        let others = s.gossip.current.filter {
-            $0.uid != s.me.uid && $0.status != .down && $0.status != .exiting && !unreachable.contains($0.uid)
+        let g = s.gossip
+        let me = s.me.uid
+        func eligible(_ i: Int) -> Bool {
+            let status = g.current[i].status
+            return status != .down && status != .exiting && !g.unreachableFlags[i] && g.current[i].uid != me
         }
-        guard !others.isEmpty else { return }
-        let unseen = others.filter { !s.gossip.seen.contains($0.uid) }
-        let pool = unseen.isEmpty ? others : unseen
-        for _ in 0..<min(count, pool.count) {
-            let target = pool[Int(nextRandom(&s) % UInt64(pool.count))]
-            s.outbox.append(.sendGossip(to: target.node, s.gossip))
+        // Two passes over indices, no arrays of members: count, then pick.
+        var eligibleCount = 0
+        var unseenCount = 0
+        for i in g.current.indices where eligible(i) {
+            eligibleCount += 1
+            if !g.seenFlags[i] { unseenCount += 1 }
+        }
+        guard eligibleCount > 0 else { return }
+        let onlyUnseen = unseenCount > 0
+        let poolSize = onlyUnseen ? unseenCount : eligibleCount
+        for _ in 0..<min(count, poolSize) {
+            var pick = Int(nextRandom(&s) % UInt64(poolSize))
+            for i in g.current.indices where eligible(i) && !(onlyUnseen && g.seenFlags[i]) {
+                if pick == 0 {
+                    s.outbox.append(.sendGossip(to: g.current[i].node, g))
+                    break
+                }
+                pick -= 1
+            }
         }
     }
 

@@ -14,13 +14,16 @@ public struct Reachability: Codable, Hashable, Sendable {
 
     public init() {}
 
-    /// Records that `observer` now does (or does not) reach `subject`.
-    public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) {
+    /// Records that `observer` now does (or does not) reach `subject`;
+    /// returns false when that was already recorded.
+    @discardableResult
+    public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) -> Bool {
         var o = observers[observer] ?? Observations()
         let changed = reachable ? o.unreachable.remove(subject) != nil : o.unreachable.insert(subject).inserted
-        guard changed else { return }
+        guard changed else { return false }
         o.version += 1
         observers[observer] = o
+        return true
     }
 
     /// True when some observer other than `subject` itself (and among
@@ -32,8 +35,15 @@ public struct Reachability: Codable, Hashable, Sendable {
     }
 
     public func merged(with other: Reachability) -> Reachability {
+        merged(with: other, observers: other.observers.keys)
+    }
+
+    /// The merge, looking only at `observers`' records: the others are
+    /// known to be the same on both sides.
+    func merged(with other: Reachability, observers candidates: some Sequence<UInt64>) -> Reachability {
         var out = self
-        for (uid, theirs) in other.observers {
+        for uid in candidates {
+            guard let theirs = other.observers[uid] else { continue }
             if let mine = out.observers[uid] {
                 out.observers[uid] = Self.later(mine, theirs)
             } else {
