@@ -8,67 +8,86 @@ enum NetworkCommands {
     /// default (with a warning).
     static func secret(_ args: inout Arguments) -> String {
         if let s = args.option("secret") { return s }
-        if let s = getenv("OSCAR_SECRET").map({ String(cString: $0) }), !s.isEmpty { return s }
+        if let s = ProcessInfoLite.environment["OSCAR_SECRET"], !s.isEmpty { return s }
+        return developmentSecret()
+    }
+
+    /// The shared development default, with a warning: fine on one machine,
+    /// never for a cluster others can reach.
+    static func developmentSecret() -> String {
         FileStream.standardError.write(
             "oscar: warning: no --secret or OSCAR_SECRET; using the development default secret\n")
         return "oscar-development-secret"
     }
 
-    /// Parses `100us`, `500ms`, `2s`, `1m` or a plain number of seconds;
-    /// zero only when `allowZero`.
+    /// A duration option (`100us`, `500ms`, `2s`, `1m`); zero only when
+    /// `allowZero`.
     static func duration(_ text: String, option: String, allowZero: Bool = false) throws(CLIError) -> Duration {
-        // Longer suffixes first: "500ms" also ends in "s".
-        let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("", 1)]
-        for (suffix, scale) in units where text.hasSuffix(suffix) {
-            if let v = Double(text.dropLast(suffix.count)), v > 0 || (allowZero && v == 0) {
-                return .nanoseconds(Int64(v * scale * 1e9))
-            }
+        guard let d = DurationText.parse(text), allowZero || d > .zero else {
+            throw .usage("--\(option) takes a duration such as 2s or 500ms, not '\(text)'")
         }
-        throw .usage("--\(option) takes a duration such as 2s or 500ms, not '\(text)'")
+        return d
     }
 
     // MARK: - oscar node
 
     /// Parses `host:port` (a seed, or the node to ask).
     static func nodeAddress(_ text: String, option: String) throws(CLIError) -> NodeAddress {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-            (1...65535).contains(port), colon > text.startIndex
-        else { throw .usage("--\(option) takes host:port, such as 127.0.0.1:7000, not '\(text)'") }
-        return NodeAddress(host: String(text[..<colon]), port: port)
+        guard let address = NodeAddress(hostPort: text) else {
+            throw .usage("--\(option) takes host:port, such as 127.0.0.1:7000, not '\(text)'")
+        }
+        return address
+    }
+
+    /// Resolves `oscar node`'s configuration: flags, then `OSCAR_*`, then
+    /// `--config` (or `OSCAR_CONFIG`), then defaults.
+    static func configuration(_ args: inout Arguments) throws(CLIError) -> NodeConfiguration.Resolved {
+        var flags: [String: String] = [:]
+        for key in NodeConfiguration.reference.map(\.name) {
+            if let value = args.option(key) { flags[key] = value }
+        }
+        // Short forms kept from earlier releases.
+        if let seeds = args.option("seed") { flags["seeds"] = seeds }
+        if let host = args.option("host") { flags["bind-host"] = host }
+        let environment = ProcessInfoLite.environment
+        var file: (path: String, text: String)?
+        if let path = args.option("config") ?? environment["OSCAR_CONFIG"] {
+            guard let text = FileStream.readAll(path) else { throw .usage("cannot read config file '\(path)'") }
+            file = (path, text)
+        }
+        try args.rejectUnknownOptions()
+        do {
+            return try NodeConfiguration.resolve(flags: flags, environment: environment, file: file)
+        } catch {
+            throw .usage("\(error)")
+        }
     }
 
     static func node(_ args: inout Arguments) async throws(CLIError) {
-        let port = try args.int("port", default: 7000, range: 0...65535)
-        let host = args.option("host") ?? "127.0.0.1"
-        let loops = try args.int("loops", default: EventLoopGroup.defaultLoopCount, range: 1...256)
-        var seeds: [NodeAddress] = []
-        for text in (args.option("seed") ?? "").split(separator: ",") where !text.isEmpty {
-            seeds.append(try nodeAddress(String(text), option: "seed"))
+        let resolved = try configuration(&args)
+        let config = resolved.configuration
+        if args.has("print-config") {
+            print(resolved.printed)
+            return
         }
-        let roles = Set((args.option("roles") ?? "").split(separator: ",").map(String.init))
-        let httpPort = try args.int("http-port", default: 0, range: 0...65535)
-        let secret = secret(&args)
-        let level = args.option("log-level") ?? "info"
-        try args.rejectUnknownOptions()
-        guard let logLevel = Log.Level.allCases.first(where: { $0.description == level }) else {
-            throw .usage("--log-level must be one of debug, info, warning, error, off")
+        if args.has("check-config") {
+            print("configuration is valid")
+            return
         }
-        Log.shared.level = logLevel
+        let secret = config.secret ?? developmentSecret()
+        Log.shared.level = config.logLevel
         let node: ClusterNode
         do {
-            node = try ClusterNode(
-                settings: .init(
-                    host: host, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles,
-                    httpPort: httpPort)
-            ) { Demo.declare(in: &$0) }
+            node = try ClusterNode(settings: config.clusterSettings(secret: secret)) { Demo.declare(in: &$0) }
         } catch {
             throw .failed("\(error)")
         }
+        let (seeds, loops) = (config.seeds, config.loops)
         Log.shared.setPrefix("[\(node.address)]")
         print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
         print("actors: /user/echo (Echo), /user/counter (Increment, GetCount), /user/kv (Put, Get)")
         if let management = node.managementPort {
-            print("management: http://127.0.0.1:\(management)/members, /health, /metrics")
+            print("management: http://\(config.httpHost):\(management)/members, /health, /metrics")
         }
         if seeds.isEmpty {
             print("no seeds: this node forms a new cluster; others join with --seed \(node.address)")

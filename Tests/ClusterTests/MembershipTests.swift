@@ -30,6 +30,20 @@ import Testing
         #expect(remoteView.observer.port == c.address.port)
     }
 
+    /// Bind and advertised hosts differ (as in containers): the seed is
+    /// known as "localhost", which the transport resolves like any name.
+    @Test func aNodeAdvertisedUnderAHostNameIsJoinedAndAskedByThatName() async throws {
+        var settings = ClusterNode.Settings(secret: "s3cret", loopCount: 1, membershipTick: .milliseconds(200))
+        settings.advertisedHost = "localhost"
+        let seed = try ClusterNode(settings: settings) { $0.singleton("ping") { PingActor() } }
+        #expect(seed.address.host == "localhost")
+        let b = try clusterNode(seeds: [NodeAddress(host: "localhost", port: seed.address.port)])
+        defer { [b, seed].forEach { $0.shutdown() } }
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(b) == 2 })
+        let pong = try await b.system.ref("oscar://localhost:\(seed.address.port)/user/ping")!.ask(Ping(n: 1))
+        #expect(pong.n == 1 && pong.node == seed.address.port)
+    }
+
     @Test func aGracefulLeaveEndsInRemoval() async throws {
         let seed = try clusterNode()
         let b = try clusterNode(seeds: [seed.address])

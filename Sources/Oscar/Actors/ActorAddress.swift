@@ -17,6 +17,15 @@ public struct NodeAddress: Hashable, Sendable, Codable, CustomStringConvertible 
     /// `host:port`.
     public var description: String { "\(host):\(port)" }
 
+    /// Parses `host:port` (a seed, a node to ask); uid 0. Nil when the port
+    /// is not 1...65535 or the host is empty.
+    public init?(hostPort text: String) {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
+            let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port)
+        else { return nil }
+        self.init(host: String(text[..<colon]), port: port)
+    }
+
     /// A fresh node identity for a process that does not listen (port 0).
     public static func local(host: String = "127.0.0.1", port: Int = 0) -> NodeAddress {
         NodeAddress(host: host, port: port, uid: UInt64.random(in: 1...UInt64.max))

@@ -12,3 +12,25 @@ extension Duration {
         return max(0, s) &* 1_000_000_000 &+ max(0, atto) / 1_000_000_000
     }
 }
+
+/// Durations as people write them: `100us`, `500ms`, `2s`, `1m`, or a plain
+/// number of seconds. One parser for the CLI and configuration files.
+public enum DurationText {
+    /// Nil when the text is not a non-negative duration.
+    public static func parse(_ text: String) -> Duration? {
+        // Longer suffixes first: "500ms" also ends in "s".
+        let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("", 1)]
+        for (suffix, scale) in units where text.hasSuffix(suffix) {
+            if let v = Double(text.dropLast(suffix.count)), v >= 0, v.isFinite {
+                return .nanoseconds(Int64(v * scale * 1e9))
+            }
+        }
+        return nil
+    }
+
+    /// The shortest of `250ms`, `5s` that says it exactly.
+    public static func format(_ d: Duration) -> String {
+        let ms = d.nanoseconds / 1_000_000
+        return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
+    }
+}

@@ -164,16 +164,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     // MARK: - Connections
 
     private func connect() {
-        guard let address = SocketAddress.ipv4(node.host, node.port) else {
-            gate("'\(node.host)' is not an IPv4 address")
-            failPending("'\(node.host)' is not an IPv4 address")
-            return
-        }
         let conn = Connection(transport: transport, initiator: true)
         conn.association = self
         connecting = conn
         transport.track(conn)
-        conn.connect(to: address)
+        conn.connect(host: node.host, port: node.port)
     }
 
     /// A connection to this node finished its handshake.

@@ -13,8 +13,13 @@ import Synchronization
 /// ```
 public final class ClusterNode: Sendable {
     public struct Settings: Sendable {
-        /// Address to listen on (an IPv4 literal).
+        /// Address to listen on (an IPv4 literal; 0.0.0.0 for every
+        /// interface, which then needs `advertisedHost`).
         public var host: String
+        /// The host other nodes dial to reach this one, and part of its
+        /// identity: a container's service name or a machine's DNS name or
+        /// address. Nil: the same as `host`.
+        public var advertisedHost: String?
         /// Port to listen on; 0 picks a free one (see `address`).
         public var port: Int
         /// The cluster secret: nodes connect only when theirs match. Never sent.
@@ -48,6 +53,9 @@ public final class ClusterNode: Sendable {
         public var httpPort: Int?
         /// Where the management endpoint listens. Default loopback.
         public var httpHost: String
+
+        /// The host in this node's identity.
+        public var identityHost: String { advertisedHost ?? host }
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
@@ -93,7 +101,7 @@ public final class ClusterNode: Sendable {
         system = ActorSystem(
             settings: .init(
                 name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
-                node: .local(host: settings.host, port: port), spinBeforeBlock: settings.spinBeforeBlock),
+                node: .local(host: settings.identityHost, port: port), spinBeforeBlock: settings.spinBeforeBlock),
             services: services, build)
         var transportSettings = Transport.Settings()
         transportSettings.maxFrameSize = settings.maxFrameSize

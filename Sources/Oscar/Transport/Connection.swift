@@ -47,8 +47,20 @@ final class Connection {
 
     // MARK: - Opening
 
-    func connect(to address: sockaddr_in) {
+    /// Dials `host:port`, resolving a name first (see `HostResolver`). A
+    /// name that does not resolve fails like a refused connect.
+    func connect(host: String, port: Int) {
         armHandshakeTimeout()
+        HostResolver.resolve(host, port: port, on: loop) { [self] result in
+            guard state == .connecting else { return }  // closed meanwhile
+            switch result {
+            case .success(let address): connect(to: address)
+            case .failure(let reason): close("connect failed: \(reason)")
+            }
+        }
+    }
+
+    private func connect(to address: sockaddr_in) {
         let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
         request.pointee.data = Unmanaged.passRetained(self).toOpaque()
         var address = address

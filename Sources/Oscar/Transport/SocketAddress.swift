@@ -45,11 +45,13 @@ enum SocketAddress {
 public enum TransportError: Error, Hashable, CustomStringConvertible {
     case invalidAddress(String)
     case bindFailed(String, String)
+    case unresolvable(String, String)
 
     public var description: String {
         switch self {
         case .invalidAddress(let a): "'\(a)' is not an IPv4 address and port"
         case .bindFailed(let a, let why): "cannot listen on \(a): \(why)"
+        case .unresolvable(let host, let why): "cannot resolve '\(host)': \(why)"
         }
     }
 }
