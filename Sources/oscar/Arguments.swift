@@ -7,7 +7,9 @@ struct Arguments {
     private var used: Set<String> = []
 
     /// Options that take no value.
-    static let booleanSwitches: Set<String> = ["json", "help", "quiet", "print-config", "check-config"]
+    static let booleanSwitches: Set<String> = [
+        "json", "help", "quiet", "print-config", "check-config", "follow", "graceful",
+    ]
 
     init(_ raw: ArraySlice<String>) throws(CLIError) {
         var rest = raw

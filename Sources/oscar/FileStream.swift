@@ -10,6 +10,22 @@ struct FileStream {
         _ = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
+    /// Replaces `path` with `text`, created with `mode`; false on failure.
+    static func write(_ path: String, _ text: String, mode: mode_t = 0o644) -> Bool {
+        put(path, text, flags: O_TRUNC, mode: mode)
+    }
+
+    /// Appends `text` to `path`, creating it; false on failure.
+    static func append(_ path: String, _ text: String) -> Bool { put(path, text, flags: O_APPEND, mode: 0o644) }
+
+    private static func put(_ path: String, _ text: String, flags: Int32, mode: mode_t) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, mode)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == bytes.count
+    }
+
     /// A whole (small) file as UTF-8 text; nil when it cannot be read.
     static func readAll(_ path: String) -> String? {
         guard let file = fopen(path, "rb") else { return nil }

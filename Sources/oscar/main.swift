@@ -71,6 +71,8 @@ do throws(CLIError) {
         try await NetworkCommands.ask(&args, json: args.has("json"))
     case "tell":
         try await NetworkCommands.tell(&args)
+    case "cluster":
+        try await ClusterCommand.run(&args)
     case "simulate":
         try SimulateCommand.run(&args)
     case "bench":

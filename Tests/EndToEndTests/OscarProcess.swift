@@ -72,6 +72,9 @@ final class OscarProcess {
             p.process.terminate()
             _ = await p.exited(within: .seconds(10))
         }
+        // Still running (or its exit not seen): report it rather than read a
+        // status Foundation does not have yet, which traps.
+        guard !p.process.isRunning else { return (-1, p.stdout.value, p.stderr.value + "\n(did not exit)") }
         p.drain()
         return (p.process.terminationStatus, p.stdout.value, p.stderr.value)
     }

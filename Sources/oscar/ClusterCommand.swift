@@ -1,0 +1,309 @@
+import Glibc
+import Oscar
+
+/// `oscar cluster up|status|down|logs|add|kill`: a local cluster of real node
+/// processes, kept in a directory (pid and port of each node, one log each).
+enum ClusterCommand {
+    /// What `cluster up` started, in `DIR/cluster.json` (mode 0600: it holds
+    /// the secret, which the other subcommands need to reach the nodes).
+    struct State: Codable {
+        struct Node: Codable {
+            var port: Int
+            var pid: Int32
+            var httpPort: Int?
+        }
+        var host: String
+        var secret: String
+        var httpBasePort: Int?
+        var nodes: [Node]
+
+        func address(_ node: Node) -> NodeAddress { NodeAddress(host: host, port: node.port) }
+    }
+
+    static let usage = "usage: oscar cluster up|status|down|logs|add|kill [options]; see 'oscar help'"
+
+    static func run(_ args: inout Arguments) async throws(CLIError) {
+        guard let sub = args.positionals.first else { throw .usage(usage) }
+        let dir = args.option("dir") ?? ".oscar/cluster"
+        switch sub {
+        case "up": try await up(&args, dir: dir)
+        case "status": try await status(&args, dir: dir)
+        case "down": try await down(&args, dir: dir)
+        case "logs": try await logs(&args, dir: dir)
+        case "add": try await add(&args, dir: dir)
+        case "kill": try await killNode(&args, dir: dir)
+        default: throw .usage("unknown cluster command '\(sub)'; \(usage)")
+        }
+    }
+
+    // MARK: - up / add
+
+    static func up(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        let count = try args.int("nodes", default: 3, range: 1...64)
+        let basePort = try args.int("base-port", default: 7000, range: 1...65535 - 64)
+        let httpBase = try args.option("http-base-port").map { (text) throws(CLIError) in
+            guard let n = Int(text), (1...65535 - 64).contains(n) else {
+                throw .usage("--http-base-port must be a port number, not '\(text)'")
+            }
+            return n
+        }
+        let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
+        let secret = NetworkCommands.secret(&args)
+        try args.rejectUnknownOptions()
+        if let existing = readState(dir), existing.nodes.contains(where: { isRunning($0) }) {
+            throw .failed("a cluster is already running in \(dir); run 'oscar cluster down' first")
+        }
+        try makeDirectory(dir)
+        var state = State(host: "127.0.0.1", secret: secret, httpBasePort: httpBase, nodes: [])
+        let seed = NodeAddress(host: state.host, port: basePort)
+        for i in 0..<count {
+            let port = basePort + i
+            state.nodes.append(
+                try start(port: port, seeds: i == 0 ? [] : [seed], state: state, dir: dir))
+            try writeState(state, dir)
+        }
+        print("started \(count) node\(count == 1 ? "" : "s") on ports \(basePort)...\(basePort + count - 1); logs in \(dir)")
+        try await awaitConvergence(state, dir: dir, timeout: timeout)
+    }
+
+    static func add(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
+        try args.rejectUnknownOptions()
+        var state = try existingState(dir)
+        let alive = state.nodes.filter(isRunning)
+        guard !alive.isEmpty else { throw .failed("no node of the cluster in \(dir) is running; use 'oscar cluster up'") }
+        let port = (state.nodes.map(\.port).max() ?? 7000) + 1
+        let node = try start(port: port, seeds: alive.map(state.address), state: state, dir: dir)
+        state.nodes.append(node)
+        try writeState(state, dir)
+        print("started \(state.host):\(port) (pid \(node.pid)), joining through \(state.address(alive[0]))")
+        try await awaitConvergence(state, dir: dir, timeout: timeout)
+    }
+
+    static func start(port: Int, seeds: [NodeAddress], state: State, dir: String) throws(CLIError) -> State.Node {
+        let httpPort = state.httpBasePort.map { $0 + (port - (state.nodes.first?.port ?? port)) }
+        var arguments = ["node", "--port", "\(port)", "--bind-host", state.host, "--loops", "1"]
+        if !seeds.isEmpty { arguments += ["--seeds", seeds.map(\.description).joined(separator: ",")] }
+        if let httpPort { arguments += ["--http-port", "\(httpPort)"] }
+        let pid = try LocalProcesses.spawnDetached(
+            arguments, log: logPath(dir, port), extraEnvironment: ["OSCAR_SECRET": state.secret])
+        return State.Node(port: port, pid: pid, httpPort: httpPort)
+    }
+
+    /// Waits until every running node sees every running node up, showing
+    /// progress; fails naming the node that died or did not come up.
+    static func awaitConvergence(_ state: State, dir: String, timeout: Duration) async throws(CLIError) {
+        let client = try Client(secret: state.secret)
+        defer { client.node.shutdown() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        var lastLine = ""
+        while true {
+            let running = state.nodes.filter(isRunning)
+            if let dead = state.nodes.first(where: { !isRunning($0) && !wasKilled($0, dir) }) {
+                throw .failed(
+                    "node \(state.address(dead)) exited; the end of its log (\(logPath(dir, dead.port))):\n"
+                        + tail(logPath(dir, dead.port), lines: 8))
+            }
+            var upEverywhere = 0
+            var laggard: State.Node?
+            for node in running {
+                let view = try? await client.node.membership(of: state.address(node), timeout: .seconds(1))
+                let up = view?.members.filter { $0.status == .up && running.map(\.port).contains($0.node.port) }.count ?? 0
+                if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
+            }
+            let elapsed = (clock.now - start).seconds
+            let line = "… \(upEverywhere)/\(running.count) nodes see the whole cluster up"
+            if line != lastLine {
+                FileStream.standardError.write("\(line) (\(Int(elapsed)) s)\n")
+                lastLine = line
+            }
+            if upEverywhere == running.count, let first = running.first,
+                let view = try? await client.node.membership(of: state.address(first), timeout: .seconds(2))
+            {
+                print(MembersTable.text(view))
+                print("cluster converged in \(String(format1: elapsed)) s")
+                return
+            }
+            if clock.now - start > timeout {
+                let who = laggard.map { "node \(state.address($0)) does not see every node up" } ?? "no node answered"
+                throw .failed("the cluster did not converge within \(DurationText.format(timeout)): \(who); see \(dir)")
+            }
+            try? await Task.sleep(for: .milliseconds(200))  // the next poll
+        }
+    }
+
+    // MARK: - status / down / kill / logs
+
+    static func status(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        try args.rejectUnknownOptions()
+        let state = try existingState(dir)
+        let running = state.nodes.filter(isRunning)
+        let gone = state.nodes.filter { !isRunning($0) }
+        if let first = running.first {
+            let client = try Client(secret: state.secret)
+            defer { client.node.shutdown() }
+            do {
+                print(MembersTable.text(try await client.node.membership(of: state.address(first), timeout: .seconds(3))))
+            } catch {
+                print("\(state.address(first)) did not answer: \(error)")
+            }
+        } else {
+            print("no node of the cluster in \(dir) is running")
+        }
+        for node in gone {
+            print("gone: \(state.address(node)) (pid \(node.pid) is not running; log \(logPath(dir, node.port)))")
+        }
+    }
+
+    static func down(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        let grace = try NetworkCommands.duration(args.option("grace") ?? "15s", option: "grace")
+        try args.rejectUnknownOptions()
+        guard let state = readState(dir) else {
+            print("no cluster in \(dir); nothing to stop")
+            return
+        }
+        let running = state.nodes.filter(isRunning)
+        // SIGTERM is a graceful leave for `oscar node`.
+        for node in running { LocalProcesses.signal(node.pid, SIGTERM) }
+        let clock = ContinuousClock()
+        let deadline = clock.now + grace
+        while clock.now < deadline, running.contains(where: isRunning) {
+            LocalProcesses.reapChildren()
+            try? await Task.sleep(for: .milliseconds(50))  // the next check
+        }
+        let stragglers = running.filter(isRunning)
+        for node in stragglers { LocalProcesses.signal(node.pid, SIGKILL) }
+        let killDeadline = clock.now + .seconds(5)
+        while clock.now < killDeadline, stragglers.contains(where: isRunning) {
+            LocalProcesses.reapChildren()
+            try? await Task.sleep(for: .milliseconds(20))  // the next check
+        }
+        unlink(statePath(dir))
+        print(
+            "stopped \(running.count) node\(running.count == 1 ? "" : "s")"
+                + (stragglers.isEmpty ? "; every one left gracefully" : "; \(stragglers.count) killed after \(DurationText.format(grace))"))
+        if stragglers.contains(where: isRunning) { throw .failed("some nodes are still running") }
+    }
+
+    static func killNode(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        let graceful = args.has("graceful")
+        guard args.positionals.count == 2 else { throw .usage("usage: oscar cluster kill PORT [--graceful]") }
+        try args.rejectUnknownOptions()
+        let state = try existingState(dir)
+        let node = try find(args.positionals[1], in: state)
+        guard isRunning(node) else { throw .failed("\(state.address(node)) is not running") }
+        LocalProcesses.signal(node.pid, graceful ? SIGTERM : SIGKILL)
+        try makeDirectory(dir)
+        _ = FileStream.append(killedPath(dir, node.port), "\(node.pid)\n")
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(15)
+        while clock.now < deadline, isRunning(node) {
+            LocalProcesses.reapChildren()
+            try? await Task.sleep(for: .milliseconds(20))  // the next check
+        }
+        print("\(graceful ? "stopped" : "killed") \(state.address(node)) (pid \(node.pid))")
+    }
+
+    static func logs(_ args: inout Arguments, dir: String) async throws(CLIError) {
+        let lines = try args.int("lines", default: 20, range: 1...100_000)
+        let follow = args.has("follow")
+        try args.rejectUnknownOptions()
+        let state = try existingState(dir)
+        let nodes = try args.positionals.count > 1 ? [find(args.positionals[1], in: state)] : state.nodes
+        for node in nodes {
+            if nodes.count > 1 { print("== \(state.address(node)): \(logPath(dir, node.port)) ==") }
+            print(tail(logPath(dir, node.port), lines: lines), terminator: "")
+        }
+        guard follow else { return }
+        var offsets = nodes.map { (FileStream.readAll(logPath(dir, $0.port)) ?? "").utf8.count }
+        while true {
+            for (i, node) in nodes.enumerated() {
+                let text = FileStream.readAll(logPath(dir, node.port)) ?? ""
+                let bytes = Array(text.utf8)
+                if bytes.count > offsets[i] {
+                    print(String(decoding: bytes[offsets[i]...], as: UTF8.self), terminator: "")
+                    offsets[i] = bytes.count
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(200))  // poll the files for new lines
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// A silent, one-loop client node to read the nodes' membership.
+    struct Client {
+        let node: ClusterNode
+        init(secret: String) throws(CLIError) {
+            Log.shared.level = .off
+            do {
+                node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
+            } catch {
+                throw .failed("\(error)")
+            }
+        }
+    }
+
+    static func find(_ text: String, in state: State) throws(CLIError) -> State.Node {
+        let port = Int(text) ?? NodeAddress(hostPort: text)?.port
+        guard let port, let node = state.nodes.first(where: { $0.port == port }) else {
+            throw .usage("no node '\(text)' in this cluster; nodes: \(state.nodes.map { "\($0.port)" }.joined(separator: ", "))")
+        }
+        return node
+    }
+
+    static func isRunning(_ node: State.Node) -> Bool { LocalProcesses.isNode(pid: node.pid, port: node.port) }
+
+    /// Killed on purpose with `cluster kill` (not a failure to start).
+    static func wasKilled(_ node: State.Node, _ dir: String) -> Bool {
+        (FileStream.readAll(killedPath(dir, node.port)) ?? "").split(separator: "\n").contains("\(node.pid)")
+    }
+
+    static func statePath(_ dir: String) -> String { "\(dir)/cluster.json" }
+    static func logPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).log" }
+    static func killedPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).killed" }
+
+    static func existingState(_ dir: String) throws(CLIError) -> State {
+        guard let state = readState(dir) else { throw .failed("no cluster in \(dir); start one with 'oscar cluster up'") }
+        return state
+    }
+
+    static func readState(_ dir: String) -> State? {
+        guard let text = FileStream.readAll(statePath(dir)), let value = try? JSONBridge.cbor(fromJSON: text),
+            let bytes = try? CBOREncoder().encode(value)
+        else { return nil }
+        return try? CBORDecoder().decode(State.self, from: bytes)
+    }
+
+    static func writeState(_ state: State, _ dir: String) throws(CLIError) {
+        guard let bytes = try? CBOREncoder().encode(state), let value = try? CBORValue(cbor: bytes) else {
+            throw .failed("cannot encode the cluster state")
+        }
+        let path = statePath(dir)
+        guard FileStream.write(path, JSONBridge.json(from: value) + "\n", mode: 0o600) else {
+            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    static func makeDirectory(_ dir: String) throws(CLIError) {
+        var path = ""
+        for part in dir.split(separator: "/", omittingEmptySubsequences: false) {
+            path += path.isEmpty && part.isEmpty ? "/" : (path.isEmpty || path == "/" ? "" : "/") + part
+            if !part.isEmpty, mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw .failed("cannot create \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    static func tail(_ path: String, lines: Int) -> String {
+        let all = (FileStream.readAll(path) ?? "").split(separator: "\n", omittingEmptySubsequences: false)
+        let trimmed = all.last == "" ? all.dropLast() : all[...]
+        return trimmed.suffix(lines).map { $0 + "\n" }.joined()
+    }
+}
+
+extension String {
+    /// One decimal place.
+    init(format1 value: Double) { self = String((value * 10).rounded() / 10) }
+}
