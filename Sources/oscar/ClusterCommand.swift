@@ -62,7 +62,9 @@ enum ClusterCommand {
                 try start(port: port, seeds: i == 0 ? [] : [seed], state: state, dir: dir))
             try writeState(state, dir)
         }
-        print("started \(count) node\(count == 1 ? "" : "s") on ports \(basePort)...\(basePort + count - 1); logs in \(dir)")
+        print(
+            "started \(count) node\(count == 1 ? "" : "s") on ports \(basePort)...\(basePort + count - 1); logs in \(dir)"
+        )
         try await awaitConvergence(state, dir: dir, timeout: timeout)
     }
 
@@ -71,7 +73,9 @@ enum ClusterCommand {
         try args.rejectUnknownOptions()
         var state = try existingState(dir)
         let alive = state.nodes.filter(isRunning)
-        guard !alive.isEmpty else { throw .failed("no node of the cluster in \(dir) is running; use 'oscar cluster up'") }
+        guard !alive.isEmpty else {
+            throw .failed("no node of the cluster in \(dir) is running; use 'oscar cluster up'")
+        }
         let port = (state.nodes.map(\.port).max() ?? 7000) + 1
         let node = try start(port: port, seeds: alive.map(state.address), state: state, dir: dir)
         state.nodes.append(node)
@@ -109,7 +113,8 @@ enum ClusterCommand {
             var laggard: State.Node?
             for node in running {
                 let view = try? await client.node.membership(of: state.address(node), timeout: .seconds(1))
-                let up = view?.members.filter { $0.status == .up && running.map(\.port).contains($0.node.port) }.count ?? 0
+                let up =
+                    view?.members.filter { $0.status == .up && running.map(\.port).contains($0.node.port) }.count ?? 0
                 if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
             }
             let elapsed = (clock.now - start).seconds
@@ -144,7 +149,8 @@ enum ClusterCommand {
             let client = try Client(secret: state.secret)
             defer { client.node.shutdown() }
             do {
-                print(MembersTable.text(try await client.node.membership(of: state.address(first), timeout: .seconds(3))))
+                print(
+                    MembersTable.text(try await client.node.membership(of: state.address(first), timeout: .seconds(3))))
             } catch {
                 print("\(state.address(first)) did not answer: \(error)")
             }
@@ -182,7 +188,9 @@ enum ClusterCommand {
         unlink(statePath(dir))
         print(
             "stopped \(running.count) node\(running.count == 1 ? "" : "s")"
-                + (stragglers.isEmpty ? "; every one left gracefully" : "; \(stragglers.count) killed after \(DurationText.format(grace))"))
+                + (stragglers.isEmpty
+                    ? "; every one left gracefully"
+                    : "; \(stragglers.count) killed after \(DurationText.format(grace))"))
         if stragglers.contains(where: isRunning) { throw .failed("some nodes are still running") }
     }
 
@@ -248,7 +256,8 @@ enum ClusterCommand {
     static func find(_ text: String, in state: State) throws(CLIError) -> State.Node {
         let port = Int(text) ?? NodeAddress(hostPort: text)?.port
         guard let port, let node = state.nodes.first(where: { $0.port == port }) else {
-            throw .usage("no node '\(text)' in this cluster; nodes: \(state.nodes.map { "\($0.port)" }.joined(separator: ", "))")
+            throw .usage(
+                "no node '\(text)' in this cluster; nodes: \(state.nodes.map { "\($0.port)" }.joined(separator: ", "))")
         }
         return node
     }
@@ -265,7 +274,9 @@ enum ClusterCommand {
     static func killedPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).killed" }
 
     static func existingState(_ dir: String) throws(CLIError) -> State {
-        guard let state = readState(dir) else { throw .failed("no cluster in \(dir); start one with 'oscar cluster up'") }
+        guard let state = readState(dir) else {
+            throw .failed("no cluster in \(dir); start one with 'oscar cluster up'")
+        }
         return state
     }
 

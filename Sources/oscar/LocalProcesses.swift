@@ -9,13 +9,16 @@ enum LocalProcesses {
     static var executable: String {
         var buffer = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return n > 0 ? String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+        return n > 0
+            ? String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }
 
     /// Starts `arguments` with this executable, detached (its own session),
     /// output appended to `log`, and `extraEnvironment` on top of ours.
     /// Returns the pid.
-    static func spawnDetached(_ arguments: [String], log: String, extraEnvironment: [String: String]) throws(CLIError)
+    static func spawnDetached(
+        _ arguments: [String], log: String, extraEnvironment: [String: String]
+    ) throws(CLIError)
         -> Int32
     {
         var environment = ProcessInfoLite.environment

@@ -8,10 +8,23 @@ let usage = """
     oscar — distributed actors for Swift
 
     USAGE
-      oscar node [--port 7000] [--host 127.0.0.1] [--seed host:port[,host:port]] [--roles r1,r2]
-                 [--http-port 0] [--loops N] [--secret S] [--log-level info]
+      oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--secret S]
+                       [--dir .oscar/cluster] [--timeout 30s]
+                                      start a local cluster of N node processes in the background
+                                      (pid and log of each in --dir); waits until it has converged
+      oscar cluster status [--dir D]  the member table, and nodes whose process is gone
+      oscar cluster down [--grace 15s] [--dir D]
+                                      every node leaves gracefully; stragglers are killed after --grace
+      oscar cluster logs [PORT] [--lines 20] [--follow] [--dir D]
+                                      the end of each node's log (or one node's)
+      oscar cluster add [--dir D]     start one more node and wait until it is up
+      oscar cluster kill PORT [--graceful] [--dir D]
+                                      SIGKILL one node (SIGTERM with --graceful)
+      oscar node [SETTINGS] [--config FILE] [--print-config] [--check-config]
                                       run a node hosting the demo actors (echo, counter, kv);
-                                      with --seed it joins that cluster. SIGINT/SIGTERM: leave, stop
+                                      SIGINT/SIGTERM: leave the cluster gracefully, then stop.
+                                      Settings come from flags, then OSCAR_* variables, then
+                                      --config (JSON), then defaults; see SETTINGS below
       oscar members [--node host:port] [--json]
                                       the member table as that node sees it
       oscar leave [--node host:port]  ask a node to leave the cluster gracefully
@@ -21,6 +34,8 @@ let usage = """
                                       ask an actor; prints the reply as JSON
       oscar tell URI Type JSON [--secret S]
                                       tell an actor (waits until it has arrived)
+      oscar health [--http 127.0.0.1:8080]
+                                      GET /health on a node's management port; exit 0 when up
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
                                       membership on the deterministic simulator: convergence,
                                       detection, false positives under loss, gossip load
@@ -32,6 +47,13 @@ let usage = """
       oscar bench all                 W1-W4 once each
       oscar help | --help             this text
       oscar version
+
+    SETTINGS (oscar node; flag --NAME, variable OSCAR_NAME, or "name" in the JSON file)
+    \(NodeConfiguration.reference.map { key in
+        let flag = "  --\(key.name)"
+        return flag + String(repeating: " ", count: max(1, 24 - flag.count)) + key.help + " [\(key.defaultValue)]"
+    }.joined(separator: "\n"))
+      --seed and --host are kept as short forms of --seeds and --bind-host.
 
     URI is oscar://host:port/path, e.g. oscar://127.0.0.1:7000/user/echo. The secret
     comes from --secret or the OSCAR_SECRET environment variable.
@@ -71,6 +93,8 @@ do throws(CLIError) {
         try await NetworkCommands.ask(&args, json: args.has("json"))
     case "tell":
         try await NetworkCommands.tell(&args)
+    case "health":
+        try HealthCommand.run(&args)
     case "cluster":
         try await ClusterCommand.run(&args)
     case "simulate":

@@ -26,11 +26,22 @@ final class OscarProcess {
     private let outPipe = Pipe()
     private let errPipe = Pipe()
 
-    init(_ arguments: [String], secret: String = "e2e-secret") throws {
-        process.executableURL = OscarBinary.url
-        process.arguments = arguments
+    /// `launcher` runs `oscar` through another command, such as
+    /// `["/usr/sbin/ip", "netns", "exec", "ns1"]`.
+    init(
+        _ arguments: [String], secret: String = "e2e-secret", environment extra: [String: String] = [:],
+        launcher: [String] = []
+    ) throws {
+        if let first = launcher.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = launcher.dropFirst() + [OscarBinary.url.path] + arguments
+        } else {
+            process.executableURL = OscarBinary.url
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["OSCAR_SECRET"] = secret
+        env.merge(extra) { $1 }
         process.environment = env
         process.standardOutput = outPipe
         process.standardError = errPipe
@@ -63,11 +74,12 @@ final class OscarProcess {
     /// Runs `oscar` to completion (bounded by `timeout`) and returns its exit
     /// code and output.
     static func run(
-        _ arguments: [String], secret: String = "e2e-secret", timeout: Duration = .seconds(20)
+        _ arguments: [String], secret: String = "e2e-secret", environment: [String: String] = [:],
+        launcher: [String] = [], timeout: Duration = .seconds(20)
     ) async throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        let p = try OscarProcess(arguments, secret: secret)
+        let p = try OscarProcess(arguments, secret: secret, environment: environment, launcher: launcher)
         if !(await p.exited(within: timeout)) {
             p.process.terminate()
             _ = await p.exited(within: .seconds(10))

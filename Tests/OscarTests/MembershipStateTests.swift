@@ -128,6 +128,20 @@ import Testing
         #expect(g.isConverged)
     }
 
+    /// Equal versions with different members break the version rule; only
+    /// a faulty or hostile peer sends them. The merge joins them in full.
+    @Test func aStateThatBreaksTheVersionRuleIsJoinedNotTrusted() {
+        var a = Gossip()
+        a.update(Member(node: Self.node(1), status: .up, upNumber: 1), by: 1)
+        var b = Gossip()
+        b.update(Member(node: Self.node(2), status: .up, upNumber: 1), by: 1)
+        b.update(Member(node: Self.node(3), status: .joining), by: 1)
+        a.observe(1, reaches: 2, false)  // same counters: {1: 2} on both sides
+        #expect(a.version == b.version)
+        #expect(Set(a.merged(with: b).members.keys) == [1, 2, 3])
+        #expect(Set(b.merged(with: a).members.keys) == [1, 2, 3])
+    }
+
     @Test func seenSetsUniteOnlyWhenBothSidesHoldTheSameState() {
         var a = Gossip()
         a.update(Member(node: Self.node(1), status: .up, upNumber: 1), by: 1)

@@ -26,7 +26,9 @@ import Testing
     }
 
     @Test func badValuesNameTheKeyAndTheSource() {
-        func failure(_ flags: [String: String], _ env: [String: String] = [:], file: (path: String, text: String)? = nil)
+        func failure(
+            _ flags: [String: String], _ env: [String: String] = [:], file: (path: String, text: String)? = nil
+        )
             -> ConfigurationError?
         {
             do {

@@ -53,7 +53,8 @@ public struct NodeConfiguration: Sendable, Equatable {
         /// The settings as `--print-config` shows them, the secret masked.
         public var printed: String {
             NodeConfiguration.keys.map { key in
-                let value = key.name == "secret" ? (configuration.secret == nil ? "(none)" : "******") : key.show(configuration)
+                let value =
+                    key.name == "secret" ? (configuration.secret == nil ? "(none)" : "******") : key.show(configuration)
                 return "\(key.name) = \(value)  (\(sources[key.name]?.rawValue ?? "default"))"
             }.joined(separator: "\n")
         }
@@ -80,7 +81,8 @@ public struct NodeConfiguration: Sendable, Equatable {
             do {
                 try key.apply(&out.configuration, text)
             } catch {
-                throw ConfigurationError(key: key.name, source: source.describe(key: key, file: file?.path), reason: error.text)
+                throw ConfigurationError(
+                    key: key.name, source: source.describe(key: key, file: file?.path), reason: error.text)
             }
             out.sources[key.name] = source
         }
@@ -149,70 +151,107 @@ public struct NodeConfiguration: Sendable, Equatable {
     static let keys: [Key] = [
         Key(name: "port", help: "TCP port for the cluster protocol (0: any free one)") { c, t throws(Reason) in
             c.port = try int(t, 0...65535)
-        } show: { "\($0.port)" },
+        } show: {
+            "\($0.port)"
+        },
         Key(name: "bind-host", help: "IPv4 address to listen on (0.0.0.0: every interface)") { c, t throws(Reason) in
             guard SocketAddress.ipv4(t, 0) != nil else { throw Reason(text: "'\(t)' is not an IPv4 address") }
             c.bindHost = t
-        } show: { $0.bindHost },
-        Key(name: "advertised-host", help: "host others dial to reach this node (default: bind-host)") {
+        } show: {
+            $0.bindHost
+        },
+        Key(name: "advertised-host", help: "host others dial to reach this node; part of its identity") {
             c, t throws(Reason) in
             guard !t.isEmpty, !t.contains(where: { $0 == ":" || $0 == "/" || $0 == " " }) else {
                 throw Reason(text: "'\(t)' is not a host name or address")
             }
             c.advertisedHost = t
-        } show: { $0.advertisedHost ?? "(bind-host)" },
+        } show: {
+            $0.advertisedHost ?? "(bind-host)"
+        },
         Key(name: "seeds", help: "host:port of nodes to join through, comma-separated") { c, t throws(Reason) in
             c.seeds = try t.split(separator: ",").map { (s) throws(Reason) in try address(String(s)) }
-        } show: { $0.seeds.isEmpty ? "(none: forms a new cluster)" : $0.seeds.map(\.description).joined(separator: ",") },
+        } show: {
+            $0.seeds.isEmpty ? "(none: forms a new cluster)" : $0.seeds.map(\.description).joined(separator: ",")
+        },
         Key(name: "secret", help: "the cluster secret (never sent; masked when printed)") { c, t throws(Reason) in
             guard !t.isEmpty else { throw Reason(text: "must not be empty") }
             c.secret = t
-        } show: { _ in "******" },
+        } show: { _ in
+            "******"
+        },
         Key(name: "roles", help: "this node's roles, comma-separated") { c, t throws(Reason) in
             c.roles = Set(t.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
-        } show: { $0.roles.isEmpty ? "(none)" : $0.roles.sorted().joined(separator: ",") },
-        Key(name: "loops", help: "event loops (default: one per core)") { c, t throws(Reason) in
+        } show: {
+            $0.roles.isEmpty ? "(none)" : $0.roles.sorted().joined(separator: ",")
+        },
+        Key(name: "loops", help: "event loops") { c, t throws(Reason) in
             c.loops = try int(t, 1...256)
-        } show: { "\($0.loops)" },
+        } show: {
+            "\($0.loops)"
+        },
         Key(name: "http-port", help: "management HTTP port: /members, /health, /metrics (0: any free one)") {
             c, t throws(Reason) in
             c.httpPort = try int(t, 0...65535)
-        } show: { $0.httpPort.map { "\($0)" } ?? "(off)" },
+        } show: {
+            $0.httpPort.map { "\($0)" } ?? "(off)"
+        },
         Key(name: "http-host", help: "IPv4 address the management endpoint listens on") { c, t throws(Reason) in
             guard SocketAddress.ipv4(t, 0) != nil else { throw Reason(text: "'\(t)' is not an IPv4 address") }
             c.httpHost = t
-        } show: { $0.httpHost },
+        } show: {
+            $0.httpHost
+        },
         Key(name: "phi-threshold", help: "failure detector: suspicion level that marks a node unreachable") {
             c, t throws(Reason) in
-            guard let v = Double(t), v > 0, v <= 50 else { throw Reason(text: "must be a number in (0, 50], not '\(t)'") }
+            guard let v = Double(t), v > 0, v <= 50 else {
+                throw Reason(text: "must be a number in (0, 50], not '\(t)'")
+            }
             c.phiThreshold = v
-        } show: { "\($0.phiThreshold)" },
+        } show: {
+            "\($0.phiThreshold)"
+        },
         Key(name: "acceptable-pause", help: "failure detector: lateness tolerated beyond the usual interval") {
             c, t throws(Reason) in
             c.acceptablePause = try duration(t)
-        } show: { DurationText.format($0.acceptablePause) },
+        } show: {
+            DurationText.format($0.acceptablePause)
+        },
         Key(name: "heartbeat-interval", help: "gossip, heartbeat and check period") { c, t throws(Reason) in
             c.heartbeatInterval = try duration(t)
-        } show: { DurationText.format($0.heartbeatInterval) },
-        Key(name: "downing", help: "keep-majority (default) or manual") { c, t throws(Reason) in
-            guard let d = Downing(rawValue: t) else { throw Reason(text: "must be keep-majority or manual, not '\(t)'") }
+        } show: {
+            DurationText.format($0.heartbeatInterval)
+        },
+        Key(name: "downing", help: "how partitions end: keep-majority or manual") { c, t throws(Reason) in
+            guard let d = Downing(rawValue: t) else {
+                throw Reason(text: "must be keep-majority or manual, not '\(t)'")
+            }
             c.downing = d
-        } show: { $0.downing.rawValue },
+        } show: {
+            $0.downing.rawValue
+        },
         Key(name: "stable-after", help: "keep-majority: how long unreachability must last before downing") {
             c, t throws(Reason) in
             c.stableAfter = try duration(t)
-        } show: { DurationText.format($0.stableAfter) },
+        } show: {
+            DurationText.format($0.stableAfter)
+        },
         Key(name: "log-level", help: "debug, info, warning, error or off") { c, t throws(Reason) in
             guard let level = Log.Level.allCases.first(where: { $0.description == t }) else {
                 throw Reason(text: "must be one of debug, info, warning, error, off; not '\(t)'")
             }
             c.logLevel = level
-        } show: { $0.logLevel.description },
+        } show: {
+            $0.logLevel.description
+        },
     ]
 
-    /// Names and help lines, for the CLI reference.
-    public static var reference: [(name: String, environment: String, help: String)] {
-        keys.map { ($0.name, $0.environmentName, $0.help) }
+    /// Names, help lines and defaults, for the CLI reference.
+    public static var reference: [(name: String, environment: String, help: String, defaultValue: String)] {
+        // Defaults that are not one value everywhere say what they are.
+        let described = ["secret": "(none)", "loops": "one per core"]
+        let defaults = NodeConfiguration()
+        return keys.map { ($0.name, $0.environmentName, $0.help, described[$0.name] ?? $0.show(defaults)) }
     }
 
     private static func int(_ text: String, _ range: ClosedRange<Int>) throws(Reason) -> Int {

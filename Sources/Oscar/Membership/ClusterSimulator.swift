@@ -18,6 +18,15 @@ public struct ClusterSimulator {
         public var seedStartDelay: Double = 0
         /// When set, the last node starts at this virtual time (a late joiner).
         public var lastNodeStartsAt: Double?
+        /// When set, every node (the first too) lists the first `sharedSeeds`
+        /// nodes as seeds, highest address first, as real deployments list
+        /// them in no particular order; nodes start in a random order within
+        /// the first second.
+        public var sharedSeeds: Int?
+        /// Records every gossip state sent and counts two different contents
+        /// under one version (`versionConflicts`), which the gossip's
+        /// shortcuts assume never happens. For tests: it keeps every state.
+        public var checkVersions = false
 
         public init(nodes: Int, seed: UInt64) {
             self.nodes = nodes
@@ -48,6 +57,9 @@ public struct ClusterSimulator {
     public private(set) var messagesSent = 0
     /// Gossip messages sent (a subset of `messagesSent`).
     public private(set) var gossipSent = 0
+    /// With `checkVersions`: states sent under one version with different contents.
+    public private(set) var versionConflicts = 0
+    private var contentByVersion: [VersionVector: Gossip.Content] = [:]
     private var blocked: Set<[Int]> = []
     private var queue: [Event] = []
     private var sequence = 0
@@ -63,8 +75,14 @@ public struct ClusterSimulator {
         }
         events = Array(repeating: [], count: settings.nodes)
         for i in 0..<settings.nodes {
-            let seeds = i == 0 ? [] : [Self.address(0)]
+            var seeds = i == 0 ? [] : [Self.address(0)]
             var start = (i == 0 ? settings.seedStartDelay : 0) + Double(i) * 0.01
+            if let shared = settings.sharedSeeds {
+                // Highest first: the node that forms the cluster is not the
+                // lowest address, so the leader is another seed.
+                seeds = (0..<shared).reversed().map(Self.address)
+                start = uniform()
+            }
             if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
             schedule(Event(at: start, sequence: 0, node: i, action: .join(seeds: seeds)))
             schedule(Event(at: start + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
@@ -148,6 +166,10 @@ public struct ClusterSimulator {
             case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip):
                 gossipSent += 1
+                if settings.checkVersions {
+                    if let seen = contentByVersion[gossip.version], seen != gossip.content { versionConflicts += 1 }
+                    contentByVersion[gossip.version] = gossip.content
+                }
                 send(from: i, to: to, .gossip(gossip, from: states[i].me.node))
             case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
             case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))

@@ -125,13 +125,16 @@ public struct Gossip: Codable, Hashable, Sendable {
     /// nobody but the merging node has seen the result (it marks itself).
     public func merged(with other: Gossip) -> Gossip {
         switch version.compare(other.version) {
-        case .same:
+        case .same where current.count == other.current.count:
             var out = self
             for i in out.seenFlags.indices where other.seenFlags[i] { out.seenFlags[i] = true }
             return out
         case .after: return self
         case .before: return other
-        case .concurrent: return joined(with: other)
+        case .concurrent, .same:
+            // (.same with different members only comes from a peer that
+            // broke the version rule: join rather than trust it.)
+            return joined(with: other)
         }
     }
 

@@ -141,16 +141,7 @@ public struct MembershipCore: Core {
                 s.outbox.append(.sendGossip(to: member.node, s.gossip))
             }
         case .gossip(let received, let sender):
-            if !s.admitted, received.members[s.me.uid] != nil {
-                // The first gossip that includes this node: adopt it. All this
-                // node holds is itself joining, which the sender already
-                // has; merging would make a state concurrent to everyone's
-                // (this node's own version entry), and every node would have
-                // to join it member by member, once per joining node.
-                s.gossip = received
-            } else {
-                s.gossip = s.gossip.merged(with: received)
-            }
+            s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
             // Answer a sender that lacks the merged state, or does not know
             // this node has seen it: that is how "seen" flows back to the

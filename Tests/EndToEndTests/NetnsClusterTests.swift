@@ -1,0 +1,122 @@
+import Foundation
+import OscarTestSupport
+import Testing
+
+/// Three hosts on one machine: a network namespace per node, joined by a
+/// bridge that lives in a fourth ("hub") namespace, so nothing is added to
+/// the machine's own network. The nodes are configured as in
+/// docker-compose.yml: bind 0.0.0.0, advertise their own address, two seeds.
+/// Needs root and `ip netns`; skipped otherwise.
+@Suite(.serialized) struct NetnsClusterTests {
+    static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+
+    /// Root, and `ip netns add` works here.
+    static let available: Bool = {
+        guard geteuid() == 0, let ip else { return false }
+        let probe = "oscar-probe-\(getpid())"
+        guard run([ip, "netns", "add", probe]) == 0 else { return false }
+        _ = run([ip, "netns", "del", probe])
+        return true
+    }()
+
+    /// Runs a command to completion (setup and teardown: short, bounded by
+    /// the command itself) and returns its exit status.
+    @discardableResult
+    static func run(_ command: [String]) -> Int32 {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return -1 }
+        p.waitUntilExit()
+        return p.terminationStatus
+    }
+
+    /// The namespaces and their addresses; created by `setUp`, removed by
+    /// `tearDown` whatever happened in between.
+    struct Lab: Sendable {
+        let tag = "\(getpid() % 100_000)"
+        var hub: String { "osc-hub-\(tag)" }
+        func ns(_ i: Int) -> String { "osc-n\(i)-\(tag)" }
+        func address(_ i: Int) -> String { "10.213.7.\(10 + i)" }
+        let nodes = [1, 2, 3]
+
+        func setUp() -> Bool {
+            guard let ip = NetnsClusterTests.ip else { return false }
+            var commands: [[String]] = [
+                [ip, "netns", "add", hub], [ip, "-n", hub, "link", "add", "br0", "type", "bridge"],
+                [ip, "-n", hub, "link", "set", "br0", "up"],
+            ]
+            for i in nodes {
+                commands += [
+                    [ip, "netns", "add", ns(i)],
+                    [ip, "link", "add", "eth0", "netns", ns(i), "type", "veth", "peer", "name", "p\(i)", "netns", hub],
+                    [ip, "-n", hub, "link", "set", "p\(i)", "master", "br0"],
+                    [ip, "-n", hub, "link", "set", "p\(i)", "up"],
+                    [ip, "-n", ns(i), "addr", "add", "\(address(i))/24", "dev", "eth0"],
+                    [ip, "-n", ns(i), "link", "set", "eth0", "up"],
+                    [ip, "-n", ns(i), "link", "set", "lo", "up"],
+                ]
+            }
+            return commands.allSatisfy { NetnsClusterTests.run($0) == 0 }
+        }
+
+        /// Deleting a namespace deletes the veth ends and the bridge in it.
+        func tearDown() {
+            guard let ip = NetnsClusterTests.ip else { return }
+            for name in nodes.map(ns) + [hub] { NetnsClusterTests.run([ip, "netns", "del", name]) }
+        }
+
+        func namespaces() -> [String] {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/var/run/netns"))?.filter { $0.hasSuffix("-\(tag)") }
+                ?? []
+        }
+    }
+
+    @Test(.enabled(if: available, "needs root and ip netns: run the suite as root to include it"))
+    func threeHostsConvergeAndAnswerAnAskAcrossTheBridge() async throws {
+        let lab = Lab()
+        lab.tearDown()  // leftovers of an interrupted run
+        defer {
+            lab.tearDown()
+            #expect(lab.namespaces().isEmpty, "namespaces left behind: \(lab.namespaces())")
+        }
+        try #require(lab.setUp(), "could not build the namespaces")
+        let exec: @Sendable (Int) -> [String] = { i in [Self.ip!, "netns", "exec", lab.ns(i)] }
+        let seeds = "\(lab.address(1)):7000,\(lab.address(2)):7000"
+        var nodes: [OscarProcess] = []
+        defer { nodes.forEach { kill($0.process.processIdentifier, SIGKILL) } }
+        for i in lab.nodes {
+            nodes.append(
+                try OscarProcess(
+                    ["node", "--loops", "1"],
+                    environment: [
+                        "OSCAR_BIND_HOST": "0.0.0.0", "OSCAR_ADVERTISED_HOST": lab.address(i), "OSCAR_PORT": "7000",
+                        "OSCAR_SEEDS": seeds,
+                    ], launcher: exec(i)))
+        }
+        // Every node sees three up, as `oscar members --json` run in the
+        // first namespace reports it.
+        let converged = await eventually(timeout: .seconds(30)) {
+            for i in lab.nodes {
+                guard
+                    let r = try? await OscarProcess.run(
+                        ["members", "--node", "\(lab.address(i)):7000", "--json"], launcher: exec(1)),
+                    r.status == 0,
+                    let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+                    let members = json["members"] as? [[String: Any]],
+                    members.count == 3, members.allSatisfy({ $0["status"] as? String == "up" })
+                else { return false }
+            }
+            return true
+        }
+        #expect(converged, "logs: \(nodes.map { $0.stdout.value + $0.stderr.value })")
+        // An ask from the first host to the third, answered there.
+        let r = try await OscarProcess.run(
+            ["ask", "oscar://\(lab.address(3)):7000/user/echo", "Echo", #"{"text":"across"}"#], launcher: exec(1))
+        #expect(r.status == 0 && r.stdout.contains("\(lab.address(3)):7000"), "\(r.stdout)\(r.stderr)")
+    }
+}
