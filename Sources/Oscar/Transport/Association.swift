@@ -213,8 +213,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         if wasEstablished {
             if shuttingDown {
                 Log.shared.debug("closed the connection to \(node)")
+            } else if pending.isEmpty && outbound.isEmpty {
+                // Nothing lost (a one-shot client such as `oscar ask` that
+                // is done): news, not a problem. Membership reports members
+                // that fail.
+                Log.shared.info("connection to \(node) closed: \(reason)")
             } else {
-                Log.shared.warning("lost the connection to \(node): \(reason)")
+                Log.shared.warning(
+                    "lost the connection to \(node) with \(pending.count) asks pending: \(reason)")
             }
         }
         outbound.removeAll()
