@@ -85,7 +85,9 @@ enum NetworkCommands {
         let (seeds, loops) = (config.seeds, config.loops)
         Log.shared.setPrefix("[\(node.address)]")
         print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
-        print("actors: /user/echo (Echo), /user/counter (Increment, GetCount), /user/kv (Put, Get)")
+        print(
+            "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), /user/workers (Work: a pool across the cluster)"
+        )
         if let management = node.managementPort {
             print("management: http://\(config.httpHost):\(management)/members, /health, /metrics")
         }

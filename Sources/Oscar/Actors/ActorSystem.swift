@@ -59,6 +59,7 @@ public final class ActorSystem: Sendable {
     private struct Registry {
         var refs: [String: ActorRef] = [:]
         var pools: [String: ActorPool] = [:]
+        var clusterPools: [ClusterPoolRouter] = []
         var shutDown = false
     }
 
@@ -99,6 +100,8 @@ public final class ActorSystem: Sendable {
                     cell.loop.execute { cell.startIfNeeded() }
                 case .pool(let name, let size, let make):
                     _ = try addPool(name, size: size, make: make)
+                case .clusterPool(let name, let poolSettings, let make):
+                    try addClusterPool(name, settings: poolSettings, make: make)
                 }
             } catch {
                 preconditionFailure("invalid actor declaration: \(error)")
@@ -263,6 +266,29 @@ public final class ActorSystem: Sendable {
         registryGeneration.wrappingAdd(1, ordering: .releasing)
         return pool
     }
+
+    /// The router at `/user/<name>` and this node's routees under it
+    /// (created at their first message, so a node that never hosts them
+    /// never builds them).
+    private func addClusterPool(
+        _ name: String, settings poolSettings: ClusterPoolSettings, make: @escaping @Sendable () -> AnyReactorBox
+    ) throws(SpawnError) {
+        guard Self.isValid(name) else { throw .invalidName(name) }
+        let path = Self.fullPath(name)
+        let router = ClusterPoolRouter(
+            address: ActorAddress(node: node, path: path), settings: poolSettings, system: self)
+        try registry.withLock { r throws(SpawnError) in
+            guard !r.shutDown else { throw .shutDown }
+            guard r.refs[path] == nil else { throw .nameTaken(path) }
+            r.refs[path] = ActorRef(address: router.address, target: router)
+            r.clusterPools.append(router)
+        }
+        for i in 0..<poolSettings.perNode { _ = try register("\(path)/\(i)", loop: loops.next(), make: make) }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
+    }
+
+    /// The cluster pools declared here, for membership to drive.
+    var clusterPools: [ClusterPoolRouter] { registry.withLock { $0.clusterPools } }
 
     func unregister(_ cell: ActorCell) {
         registry.withLock { r in

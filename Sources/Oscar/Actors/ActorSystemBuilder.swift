@@ -4,6 +4,7 @@ public struct ActorSystemBuilder {
         case singleton(name: String, make: @Sendable () -> AnyReactorBox)
         case instance(name: String, box: UncheckedSendable<AnyReactorBox>)
         case pool(name: String, size: Int, make: @Sendable () -> AnyReactorBox)
+        case clusterPool(name: String, settings: ClusterPoolSettings, make: @Sendable () -> AnyReactorBox)
     }
 
     var providers: [Provider] = []
@@ -25,5 +26,16 @@ public struct ActorSystemBuilder {
     /// A pool of up to `size` actors behind one ref, created as load needs them.
     public mutating func pool<A: Reactor>(_ name: String, size: Int, _ make: @escaping @Sendable () -> A) {
         providers.append(.pool(name: name, size: size, make: { ReactorBox(make()) }))
+    }
+
+    /// A pool whose routees live on many nodes: declare it with the same
+    /// name and settings on every node. Its ref (`/user/<name>`, on any node)
+    /// routes each message to a routee `/user/<name>/<i>` on some member;
+    /// `make` creates a routee on the node that hosts it, at its first
+    /// message. Outside a cluster it routes among this node's routees.
+    public mutating func clusterPool<A: Reactor>(
+        _ name: String, _ settings: ClusterPoolSettings = ClusterPoolSettings(), _ make: @escaping @Sendable () -> A
+    ) {
+        providers.append(.clusterPool(name: name, settings: settings, make: { ReactorBox(make()) }))
     }
 }

@@ -1,5 +1,5 @@
 /// The actors every `oscar` node hosts, so a cluster can be tried from the
-/// terminal: `echo`, `counter` and `kv`.
+/// terminal: `echo`, `counter`, `kv`, and the `workers` cluster pool.
 public enum Demo {
     /// Replies with its text.
     public struct Echo: Message {
@@ -51,6 +51,34 @@ public enum Demo {
         public init(key: String) { self.key = key }
     }
 
+    /// Work for the `workers` pool; the reply names the routee that did it.
+    /// Idempotent: a pool retries it once elsewhere if its node is lost.
+    public struct Work: IdempotentMessage {
+        public typealias Reply = WorkDone
+        public var id: Int
+        public init(id: Int) { self.id = id }
+    }
+
+    public struct WorkDone: Codable, Sendable, Equatable {
+        public var id: Int
+        /// The node that did the work.
+        public var node: String
+        /// The routee that did it, such as /user/workers/1.
+        public var worker: String
+    }
+
+    final class Worker: Reactor {
+        var node = ""
+        var path = ""
+        static func reactions(_ r: inout Reactions<Worker>) {
+            r.on(Work.self, result: { me, m in WorkDone(id: m.id, node: me.node, worker: me.path) })
+        }
+        func started(_ context: ActorContext) {
+            node = context.system.node.description
+            path = context.ref.address.path
+        }
+    }
+
     final class EchoActor: Reactor {
         var node = ""
         static func reactions(_ r: inout Reactions<EchoActor>) {
@@ -86,5 +114,6 @@ public enum Demo {
         actors.singleton("echo") { EchoActor() }
         actors.singleton("counter") { CounterActor() }
         actors.singleton("kv") { KVActor() }
+        actors.clusterPool("workers", ClusterPoolSettings(perNode: 2)) { Worker() }
     }
 }

@@ -165,6 +165,7 @@ final class ClusterEventHub: Sendable {
         var subscribers: [Int: AsyncStream<ClusterEvent>.Continuation] = [:]
         var next = 0
         var onShutdown: (@Sendable (String) -> Void)?
+        var listeners: [@Sendable (ClusterEvent) -> Void] = []
         var finished = false
     }
     private let state = Mutex(State())
@@ -182,8 +183,15 @@ final class ClusterEventHub: Sendable {
     }
 
     func publish(_ event: ClusterEvent) {
-        for c in state.withLock({ Array($0.subscribers.values) }) { c.yield(event) }
+        let (subscribers, listeners) = state.withLock { (Array($0.subscribers.values), $0.listeners) }
+        for listen in listeners { listen(event) }
+        for c in subscribers { c.yield(event) }
     }
+
+    /// Calls `body` with every event, in order, on the membership's loop,
+    /// before subscribers see it: for parts of the node (cluster pools) that
+    /// must follow membership without a task of their own.
+    func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) { state.withLock { $0.listeners.append(body) } }
 
     func finish() {
         let all = state.withLock { s -> [AsyncStream<ClusterEvent>.Continuation] in

@@ -113,6 +113,7 @@ public final class ClusterNode: Sendable {
         let (roles, seeds, membership, tick) = (
             settings.roles, settings.seeds, settings.membership, settings.membershipTick
         )
+        for pool in system.clusterPools { hub.listen { pool.apply($0) } }
         // A fresh system: the path is free.
         _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
             MembershipShell(

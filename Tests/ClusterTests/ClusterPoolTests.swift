@@ -1,0 +1,204 @@
+import Foundation
+import OscarTestSupport
+import Testing
+
+@testable import Oscar
+
+struct Work: Message {
+    typealias Reply = Worked
+    var id: Int
+}
+
+struct IdempotentWork: IdempotentMessage {
+    typealias Reply = Worked
+    var id: Int
+}
+
+struct Keyed: Message {
+    typealias Reply = Worked
+    var key: String
+}
+
+struct Worked: Codable, Sendable, Equatable {
+    var id: Int
+    var port: Int
+    var path: String
+}
+
+/// A routee: answers with where it runs. On a node given a gate, work waits
+/// on it (and is counted), so a test can hold asks in flight there.
+final class PoolWorker: Reactor {
+    var context: ActorContext?
+    let gate: Gate?
+    let started: Tally?
+
+    init(gate: Gate?, started: Tally?) {
+        self.gate = gate
+        self.started = started
+    }
+
+    func started(_ context: ActorContext) { self.context = context }
+
+    func worked(_ id: Int) -> Worked {
+        Worked(id: id, port: context?.system.node.port ?? 0, path: context?.ref.address.path ?? "")
+    }
+
+    static func reactions(_ r: inout Reactions<PoolWorker>) {
+        r.on(
+            Work.self,
+            future: { me, m in
+                me.started?.increment()
+                await me.gate?.wait()
+                return me.worked(m.id)
+            })
+        r.on(
+            IdempotentWork.self,
+            future: { me, m in
+                me.started?.increment()
+                await me.gate?.wait()
+                return me.worked(m.id)
+            })
+        r.on(Keyed.self, result: { me, _ in me.worked(0) })
+    }
+}
+
+/// Cluster pools on 3–4 nodes in one process, over real sockets.
+@Suite(.serialized) struct ClusterPoolTests {
+    static func node(
+        seeds: [NodeAddress] = [], _ settings: ClusterPoolSettings = ClusterPoolSettings(), gate: Gate? = nil,
+        started: Tally? = nil
+    ) throws -> ClusterNode {
+        try ClusterNode(
+            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+        ) { actors in
+            actors.clusterPool("workers", settings) { PoolWorker(gate: gate, started: started) }
+        }
+    }
+
+    static func router(_ node: ClusterNode) -> ClusterPoolRouter {
+        node.system.clusterPools.first!
+    }
+
+    /// Waits until `node`'s pool routes to `count` nodes.
+    static func routesTo(_ node: ClusterNode, nodes count: Int) async -> Bool {
+        await eventually(timeout: .seconds(15)) {
+            Set(router(node).routees.map(\.node.port)).count == count
+        }
+    }
+
+    @Test func aThousandLeastBusyAsksSpreadOverEveryNode() async throws {
+        let a = try Self.node()
+        let b = try Self.node(seeds: [a.address])
+        let c = try Self.node(seeds: [a.address])
+        defer { [c, b, a].forEach { $0.shutdown() } }
+        #expect(await Self.routesTo(a, nodes: 3))
+        let pool = a.system.ref("oscar://127.0.0.1:\(a.address.port)/user/workers")!
+        let ports = Record<Int>()
+        // 1,000 asks, 24 at a time: more than this node's routees can take.
+        await withTaskGroup(of: Void.self) { group in
+            for lane in 0..<24 {
+                group.addTask {
+                    for i in stride(from: lane, to: 1_000, by: 24) {
+                        if let r = try? await pool.ask(Work(id: i)) { ports.append(r.port) }
+                    }
+                }
+            }
+        }
+        #expect(ports.all.count == 1_000, "every ask answered")
+        #expect(Set(ports.all) == Set([a, b, c].map(\.address.port)), "spread over every node")
+        // The pool's ref is the same from another node: an ask through b's
+        // view of a's pool routes too.
+        let viaB = try await b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/workers")!.ask(Work(id: 7))
+        #expect(viaB.id == 7)
+    }
+
+    @Test func consistentHashIsStableAndMovesAboutAQuarterWhenAFourthNodeJoins() async throws {
+        let settings = ClusterPoolSettings(perNode: 2, routing: .consistentHash(key: { ($0 as? Keyed)?.key }))
+        let a = try Self.node(settings)
+        let b = try Self.node(seeds: [a.address], settings)
+        let c = try Self.node(seeds: [a.address], settings)
+        defer { [c, b, a].forEach { $0.shutdown() } }
+        #expect(await Self.routesTo(a, nodes: 3))
+        let pool = a.system.ref("oscar://127.0.0.1:\(a.address.port)/user/workers")!
+        let keys = (0..<400).map { "user-\($0)" }
+        func mapping() async throws -> [String: String] {
+            var out: [String: String] = [:]
+            for key in keys {
+                let r = try await pool.ask(Keyed(key: key))
+                out[key] = "\(r.port)\(r.path)"
+            }
+            return out
+        }
+        let first = try await mapping()
+        #expect(Set(first.values).count == 6, "every routee gets keys")
+        #expect(try await mapping() == first, "stable while membership is")
+        let d = try Self.node(seeds: [a.address], settings)
+        defer { d.shutdown() }
+        #expect(await Self.routesTo(a, nodes: 4))
+        let second = try await mapping()
+        let moved = keys.filter { first[$0] != second[$0] }
+        let fraction = Double(moved.count) / Double(keys.count)
+        #expect(fraction > 0.1 && fraction < 0.45, "moved \(fraction) of keys; about 1/4 expected")
+        #expect(
+            moved.allSatisfy { second[$0]!.hasPrefix("\(d.address.port)") }, "keys move only to the new node")
+    }
+
+    /// A node is killed while asks wait on it: its routees leave the routing,
+    /// every ask gets an outcome, and idempotent ones are retried elsewhere.
+    @Test func killingANodeFailsOrRetriesItsAsksAndDropsItsRoutees() async throws {
+        let gate = Gate()
+        let started = Tally()
+        let settings = ClusterPoolSettings(routing: .roundRobin)
+        let a = try Self.node(settings)
+        let b = try Self.node(seeds: [a.address], settings)
+        let victim = try Self.node(seeds: [a.address], settings, gate: gate, started: started)
+        defer { [b, a].forEach { $0.shutdown() } }
+        #expect(await Self.routesTo(a, nodes: 3))
+        let pool = a.system.ref("oscar://127.0.0.1:\(a.address.port)/user/workers")!
+        // Round robin over 6 routees: any 6 asks put exactly 2 on the victim.
+        func ask(_ i: Int) -> Task<Result<Worked, AskError>, Never> {
+            Task {
+                do throws(AskError) {
+                    return .success(
+                        i < 6
+                            ? try await pool.ask(IdempotentWork(id: i), timeout: .seconds(20))
+                            : try await pool.ask(Work(id: i), timeout: .seconds(20)))
+                } catch { return .failure(error) }
+            }
+        }
+        let idempotent = (0..<6).map(ask)
+        #expect(await eventually(timeout: .seconds(10)) { started.count == 2 }, "2 idempotent asks wait on the victim")
+        let plain = (6..<12).map(ask)
+        let victimPort = victim.address.port
+        let queued = await eventually(timeout: .seconds(10)) {
+            Self.router(a).asksInFlight.filter { $0.key.node.port == victimPort }.values.reduce(0, +) == 4
+        }
+        #expect(queued, "2 plain asks queue behind them")
+        victim.shutdown()  // like a kill: no leave
+        var retried: [Worked] = []
+        for t in idempotent {
+            guard case .success(let w) = await t.value else {
+                Issue.record("an idempotent ask failed: \(await t.value)")
+                continue
+            }
+            retried.append(w)
+        }
+        #expect(retried.count == 6 && retried.allSatisfy { $0.port != victimPort }, "retried on survivors")
+        var failures = 0
+        for t in plain {
+            switch await t.value {
+            case .success(let w): #expect(w.port != victimPort)
+            case .failure(.nodeUnreachable): failures += 1
+            case .failure(let e): Issue.record("expected nodeUnreachable, got \(e)")
+            }
+        }
+        #expect(failures == 2, "the 2 plain asks on the victim fail with nodeUnreachable")
+        // The victim's routees leave the routing within the detection bound.
+        let dropped = await eventually(timeout: .seconds(10)) {
+            !Self.router(a).routees.contains { $0.node.port == victimPort }
+        }
+        #expect(dropped)
+        let after = try await pool.ask(Work(id: 99))
+        #expect(after.port != victimPort)
+    }
+}
