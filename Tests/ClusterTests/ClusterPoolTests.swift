@@ -202,3 +202,47 @@ final class PoolWorker: Reactor {
         #expect(after.port != victimPort)
     }
 }
+
+/// The receptionist on 3 nodes over real sockets.
+@Suite(.serialized) struct ReceptionistTests {
+    static let key = ReceptionistKey<Work>("work")
+
+    @Test func listingsConvergeAndLoseStoppedActorsAndRemovedNodes() async throws {
+        let nodes = try [ClusterPoolTests.node()].flatMap { a in
+            [a, try ClusterPoolTests.node(seeds: [a.address]), try ClusterPoolTests.node(seeds: [a.address])]
+        }
+        let (a, b, c) = (nodes[0], nodes[1], nodes[2])
+        defer { [b, a].forEach { $0.shutdown() } }
+        #expect(await ClusterPoolTests.routesTo(a, nodes: 3))
+        var listing = a.receptionist.listing(Self.key).makeAsyncIterator()
+        #expect(await listing.next() == [], "a subscriber first gets the listing as it is")
+        let actors = try nodes.map { node in
+            let actor = try node.system.spawn("checked-in") { PoolWorker(gate: nil, started: nil) }
+            node.receptionist.register(actor, as: Self.key)
+            return actor
+        }
+        let converged = await eventually(timeout: .seconds(10)) {
+            nodes.allSatisfy { Set($0.receptionist.lookup(Self.key).map(\.address)) == Set(actors.map(\.address)) }
+        }
+        #expect(converged, "every node lists the 3 actors")
+        // A listed ref works from another node.
+        let remote = try #require(a.receptionist.lookup(Self.key).first { $0.address.node.port == c.address.port })
+        #expect(try await remote.ask(Work(id: 3)).port == c.address.port)
+        // The subscriber saw the listing grow to 3.
+        var seen: Set<ActorRef> = []
+        while seen.count < 3, let next = await listing.next() { seen = next }
+        #expect(seen.count == 3)
+        // A stopped actor leaves every listing.
+        b.system.stop(actors[1])
+        let stopped = await eventually(timeout: .seconds(10)) {
+            [a, c].allSatisfy { !$0.receptionist.lookup(Self.key).contains { $0.address == actors[1].address } }
+        }
+        #expect(stopped)
+        // A removed node's actors leave too.
+        c.shutdown()
+        let removed = await eventually(timeout: .seconds(20)) {
+            a.receptionist.lookup(Self.key).map(\.address) == [actors[0].address]
+        }
+        #expect(removed, "\(a.receptionist.lookup(Self.key))")
+    }
+}

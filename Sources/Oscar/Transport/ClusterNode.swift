@@ -84,6 +84,14 @@ public final class ClusterNode: Sendable {
 
     public let system: ActorSystem
     private let hub = ClusterEventHub()
+    private let receptionistListings = ReceptionistListings()
+
+    /// The cluster-wide receptionist (see `Receptionist`).
+    public var receptionist: Receptionist {
+        Receptionist(
+            ref: system.ref(for: ActorAddress(node: address, path: ReceptionistActor.path)),
+            listings: receptionistListings)
+    }
     private let stats = NodeStats()
     private let http = Mutex<HTTPServer?>(nil)
 
@@ -114,6 +122,22 @@ public final class ClusterNode: Sendable {
             settings.roles, settings.seeds, settings.membership, settings.membershipTick
         )
         for pool in system.clusterPools { hub.listen { pool.apply($0) } }
+        let listings = receptionistListings
+        if let receptionist = try? system.spawn(
+            path: ReceptionistActor.path, on: transport.ioLoop,
+            {
+                ReceptionistActor(listings: listings, interval: .seconds(1))
+            })
+        {
+            hub.listen { event in
+                switch event {
+                case .memberUp(let m): receptionist.tell(ReceptionistActor.MemberChanged(member: m.node, up: true))
+                case .memberRemoved(let m), .memberDowned(let m):
+                    receptionist.tell(ReceptionistActor.MemberChanged(member: m.node, up: false))
+                default: break
+                }
+            }
+        }
         // A fresh system: the path is free.
         _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
             MembershipShell(
