@@ -1,5 +1,6 @@
 import Foundation
 import OscarTestSupport
+import Synchronization
 import Testing
 
 @testable import Oscar
@@ -244,5 +245,88 @@ final class PoolWorker: Reactor {
             a.receptionist.lookup(Self.key).map(\.address) == [actors[0].address]
         }
         #expect(removed, "\(a.receptionist.lookup(Self.key))")
+    }
+}
+
+struct WhereAreYou: Message {
+    typealias Reply = Int
+}
+
+/// Counts running instances across the nodes of one process: the
+/// "never twice" check.
+final class SingletonCensus: Sendable {
+    private let state = Mutex((running: 0, most: 0, starts: 0))
+    func start() {
+        state.withLock {
+            $0.running += 1; $0.most = max($0.most, $0.running); $0.starts += 1
+        }
+    }
+    func stop() { state.withLock { $0.running -= 1 } }
+    var most: Int { state.withLock { $0.most } }
+    var starts: Int { state.withLock { $0.starts } }
+}
+
+final class CountedSingleton: Reactor {
+    let census: SingletonCensus
+    var port = 0
+    init(census: SingletonCensus) { self.census = census }
+    func started(_ context: ActorContext) {
+        port = context.system.node.port
+        census.start()
+    }
+    func stopped() { census.stop() }
+    static func reactions(_ r: inout Reactions<CountedSingleton>) {
+        r.on(WhereAreYou.self, result: { me, _ in me.port })
+    }
+}
+
+/// The cluster singleton on 3 nodes over real sockets.
+@Suite(.serialized) struct ClusterSingletonTests {
+    static func node(seeds: [NodeAddress] = [], census: SingletonCensus) throws -> ClusterNode {
+        try ClusterNode(
+            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+        ) { $0.clusterSingleton("boss") { CountedSingleton(census: census) } }
+    }
+
+    @Test func theSingletonMovesOnLeaveAndKillAndNeverRunsTwice() async throws {
+        let census = SingletonCensus()
+        let a = try Self.node(census: census)
+        let others = try (0..<3).map { _ in try Self.node(seeds: [a.address], census: census) }
+        defer { (others + [a]).forEach { $0.shutdown() } }
+        let fourUp = await eventually(timeout: .seconds(15)) {
+            ((try? await others[2].membership())?.members ?? []).filter { $0.status == .up }.count == 4
+        }
+        #expect(fourUp)
+        let proxyOn: @Sendable (ClusterNode) -> ActorRef = { n in
+            n.system.ref("oscar://127.0.0.1:\(n.address.port)/user/boss")!
+        }
+        #expect(try await proxyOn(others[2]).ask(WhereAreYou(), timeout: .seconds(10)) == a.address.port)
+
+        // The others by age (up number): the singleton's next hosts.
+        let members = try await others[2].membership().members
+        let byAge = others.sorted { n, m in
+            let up = { (x: ClusterNode) in members.first { $0.uid == x.address.uid }?.upNumber ?? 0 }
+            return up(n) < up(m)
+        }
+        let (second, third, last) = (byAge[0], byAge[1], byAge[2])
+
+        // The oldest leaves gracefully: the singleton moves to the next
+        // oldest. An ask sent during the hand-over is held and answered.
+        a.leave()
+        let during = try await proxyOn(last).ask(WhereAreYou(), timeout: .seconds(15))
+        #expect(during == a.address.port || during == second.address.port)
+        let moved = await eventually(timeout: .seconds(15)) {
+            (try? await proxyOn(last).ask(WhereAreYou())) == second.address.port
+        }
+        #expect(moved, "moved to the next oldest after the leave")
+
+        // That one is killed: once it is removed, the next oldest hosts it.
+        second.shutdown()
+        let movedAgain = await eventually(timeout: .seconds(30)) {
+            (try? await proxyOn(last).ask(WhereAreYou(), timeout: .seconds(2))) == third.address.port
+        }
+        #expect(movedAgain, "moved to the next oldest after the kill")
+        #expect(census.most == 1, "never two instances at once")
+        #expect(census.starts == 3)
     }
 }

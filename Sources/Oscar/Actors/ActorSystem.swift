@@ -60,6 +60,7 @@ public final class ActorSystem: Sendable {
         var refs: [String: ActorRef] = [:]
         var pools: [String: ActorPool] = [:]
         var clusterPools: [ClusterPoolRouter] = []
+        var singletons: [ClusterSingleton] = []
         var shutDown = false
     }
 
@@ -102,6 +103,8 @@ public final class ActorSystem: Sendable {
                     _ = try addPool(name, size: size, make: make)
                 case .clusterPool(let name, let poolSettings, let make):
                     try addClusterPool(name, settings: poolSettings, make: make)
+                case .clusterSingleton(let name, let make):
+                    try addClusterSingleton(name, make: make)
                 }
             } catch {
                 preconditionFailure("invalid actor declaration: \(error)")
@@ -290,6 +293,24 @@ public final class ActorSystem: Sendable {
     /// The cluster pools declared here, for membership to drive.
     var clusterPools: [ClusterPoolRouter] { registry.withLock { $0.clusterPools } }
 
+    /// The proxy at `/user/<name>` and the host at `/user/<name>/instance`.
+    private func addClusterSingleton(_ name: String, make: @escaping @Sendable () -> AnyReactorBox) throws(SpawnError) {
+        guard Self.isValid(name), !name.hasPrefix("/") else { throw .invalidName(name) }
+        let singleton = ClusterSingleton(name: name, system: self, make: make)
+        try registry.withLock { r throws(SpawnError) in
+            guard !r.shutDown else { throw .shutDown }
+            let (proxy, host) = (singleton.proxyAddress, singleton.hostAddress)
+            guard r.refs[proxy.path] == nil, r.refs[host.path] == nil else { throw .nameTaken(proxy.path) }
+            r.refs[proxy.path] = ActorRef(address: proxy, target: singleton.proxy)
+            r.refs[host.path] = ActorRef(address: host, target: singleton.host)
+            r.singletons.append(singleton)
+        }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
+    }
+
+    /// The cluster singletons declared here, for membership to drive.
+    var clusterSingletons: [ClusterSingleton] { registry.withLock { $0.singletons } }
+
     func unregister(_ cell: ActorCell) {
         registry.withLock { r in
             if let ref = r.refs[cell.address.path], ref.target === cell {
@@ -324,16 +345,19 @@ public final class ActorSystem: Sendable {
         }) {
             transport.shutdown()
         }
-        let (refs, pools) = registry.withLock { r -> ([ActorRef], [ActorPool]) in
-            if r.shutDown { return ([], []) }
+        let (refs, pools, singletons) = registry.withLock { r -> ([ActorRef], [ActorPool], [ClusterSingleton]) in
+            if r.shutDown { return ([], [], []) }
             r.shutDown = true
             defer {
                 r.refs.removeAll()
                 r.pools.removeAll()
+                r.singletons.removeAll()
+                r.clusterPools.removeAll()
             }
-            return (Array(r.refs.values), Array(r.pools.values))
+            return (Array(r.refs.values), Array(r.pools.values), r.singletons)
         }
         for pool in pools { pool.stopAll() }
+        for singleton in singletons { singleton.stop() }
         for ref in refs { (ref.target as? ActorCell)?.stop() }
         loops.shutdown()
     }

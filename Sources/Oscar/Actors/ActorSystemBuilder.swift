@@ -5,6 +5,7 @@ public struct ActorSystemBuilder {
         case instance(name: String, box: UncheckedSendable<AnyReactorBox>)
         case pool(name: String, size: Int, make: @Sendable () -> AnyReactorBox)
         case clusterPool(name: String, settings: ClusterPoolSettings, make: @Sendable () -> AnyReactorBox)
+        case clusterSingleton(name: String, make: @Sendable () -> AnyReactorBox)
     }
 
     var providers: [Provider] = []
@@ -37,5 +38,14 @@ public struct ActorSystemBuilder {
         _ name: String, _ settings: ClusterPoolSettings = ClusterPoolSettings(), _ make: @escaping @Sendable () -> A
     ) {
         providers.append(.clusterPool(name: name, settings: settings, make: { ReactorBox(make()) }))
+    }
+
+    /// Oscar's singleton, cluster-wide: declare it on every node. At most
+    /// one instance runs, on the oldest up member, and moves when that
+    /// member leaves or is removed. Its ref (`/user/<name>`, on any node) is
+    /// a proxy that finds the instance, holding messages (up to 1,000)
+    /// during a hand-over.
+    public mutating func clusterSingleton<A: Reactor>(_ name: String, _ make: @escaping @Sendable () -> A) {
+        providers.append(.clusterSingleton(name: name, make: { ReactorBox(make()) }))
     }
 }

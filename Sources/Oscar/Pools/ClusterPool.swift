@@ -147,7 +147,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
     // MARK: - Routing
 
     /// Sends a message again, avoiding the failed routee's node.
-    typealias Retry = @Sendable (_ failed: ActorAddress, _ reply: any ReplyTarget, _ armedLoop: EventLoop?) -> Void
+    typealias Retry = @Sendable (_ failed: ActorAddress, _ reply: PinnedReply) -> Void
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         if case .broadcast = settings.routing {
@@ -160,13 +160,13 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         }()
         var retry: Retry?
         if M.self is any IdempotentMessage.Type {
-            retry = { [weak self] (failed: ActorAddress, original: any ReplyTarget, loop: EventLoop?) in
-                self?.send(excluding: failed, key: key, reply: original, armedLoop: loop, retry: nil) {
+            retry = { [weak self] (failed: ActorAddress, reply: PinnedReply) in
+                self?.send(excluding: failed, key: key, reply: reply, retry: nil) {
                     $0.deliver(message, reply: $1)
                 }
             }
         }
-        send(excluding: nil, key: key, reply: reply, armedLoop: nil, retry: retry) { $0.deliver(message, reply: $1) }
+        send(excluding: nil, key: key, reply: reply, retry: retry) { $0.deliver(message, reply: $1) }
     }
 
     func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
@@ -178,7 +178,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
             if case .consistentHash = settings.routing { return Array(payload) }
             return nil
         }()
-        send(excluding: nil, key: key, reply: reply, armedLoop: nil, retry: nil) {
+        send(excluding: nil, key: key, reply: reply, retry: nil) {
             $0.deliverEncoded(manifest: manifest, payload: payload, reply: $1)
         }
     }
@@ -186,8 +186,8 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
     /// Picks a routee (not on `excluding`'s node) and delivers through
     /// `deliver`, tracking an ask.
     private func send(
-        excluding: ActorAddress?, key: [UInt8]?, reply: (any ReplyTarget)?, armedLoop: EventLoop?,
-        retry: Retry?, _ deliver: (any MessageTarget, (any ReplyTarget)?) -> Void
+        excluding: ActorAddress?, key: [UInt8]?, reply: (any ReplyTarget)?, retry: Retry?,
+        _ deliver: (any MessageTarget, (any ReplyTarget)?) -> Void
     ) {
         let picked: Routee? = state.withLock { s in
             let candidates = excluding.map { x in s.routees.filter { $0.address.node.uid != x.node.uid } } ?? s.routees
@@ -204,13 +204,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
             deliver(target, nil)
             return
         }
-        var again: (@Sendable (ActorAddress, EventLoop?) -> Void)?
-        if let retry {
-            let original = UncheckedSendable(reply)
-            again = { failed, loop in retry(failed, original.value, loop) }
-        }
-        let tracker = TrackedReply(
-            routee: routee.address, original: reply, pool: self, armedLoop: armedLoop, retry: again)
+        let tracker = TrackedReply(routee: routee.address, reply: .pinning(reply), pool: self, retry: retry)
         state.withLock { s in
             s.inFlight[routee.address, default: 0] += 1
             s.trackers[ObjectIdentifier(tracker)] = tracker

@@ -122,6 +122,10 @@ public final class ClusterNode: Sendable {
             settings.roles, settings.seeds, settings.membership, settings.membershipTick
         )
         for pool in system.clusterPools { hub.listen { pool.apply($0) } }
+        for singleton in system.clusterSingletons {
+            singleton.joinCluster()
+            hub.listen { singleton.apply($0) }
+        }
         let listings = receptionistListings
         if let receptionist = try? system.spawn(
             path: ReceptionistActor.path, on: transport.ioLoop,

@@ -1,0 +1,269 @@
+import Synchronization
+
+/// Oscar's singleton provider, cluster-wide: at most one instance in the
+/// cluster, on the oldest up member, moved when that member leaves or is
+/// removed.
+///
+/// Every node that declares it (`ActorSystemBuilder.clusterSingleton`) has:
+/// - a proxy at `/user/<name>`, which sends each message to the instance
+///   path on the member it believes oldest, and holds messages (bounded)
+///   while it knows of none;
+/// - a host at `/user/<name>/instance`, active on the oldest member only.
+///   An inactive host holds messages (bounded) until it becomes active, or
+///   passes them to the successor when it handed over.
+///
+/// "Never twice": a member starts the instance only once every older member
+/// is gone: exited (it left, and stopped its instance when it saw itself
+/// leaving) or removed (downed and out). Unreachable or downed-but-present
+/// members still block it. So a hand-over waits for the old host, at the
+/// price of a gap: up to the failure-detection and downing bound after a
+/// crash.
+final class ClusterSingleton: @unchecked Sendable {
+    let name: String
+    private unowned let system: ActorSystem
+    private let make: @Sendable () -> AnyReactorBox
+    /// Messages held while no instance can take them. Default 1,000.
+    static let bufferLimit = 1_000
+
+    private struct State {
+        /// Members by uid, with what this node knows of them.
+        var members: [UInt64: Member] = [:]
+        var gone: Set<UInt64> = []
+        var active: ActorCell?
+        var held: [Held] = []
+        var proxyHeld: [Held] = []
+        var clusterAware = false
+    }
+
+    /// A message held for later: replayed through `deliver`.
+    struct Held {
+        var replay: @Sendable (any MessageTarget) -> Void
+        var refuse: @Sendable (AskError) -> Void
+        /// Starts an ask's timeout while the message waits here.
+        var arm: @Sendable (EventLoop) -> Void
+    }
+
+    private let state = Mutex(State())
+    private(set) lazy var host = Host(singleton: self, address: hostAddress)
+    private(set) lazy var proxy = Proxy(singleton: self, address: proxyAddress)
+
+    var hostAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)/instance") }
+    var proxyAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)") }
+
+    init(name: String, system: ActorSystem, make: @escaping @Sendable () -> AnyReactorBox) {
+        self.name = name
+        self.system = system
+        self.make = make
+    }
+
+    /// A cluster node says so before membership starts: from then on only
+    /// membership decides where the instance runs. Outside a cluster the
+    /// local system is the whole world, and the instance starts at the
+    /// first message.
+    func joinCluster() { state.withLock { $0.clusterAware = true } }
+
+    // MARK: - Membership
+
+    func apply(_ event: ClusterEvent) {
+        state.withLock { s in
+            s.clusterAware = true
+            switch event {
+            case .memberUp(let m): s.members[m.uid] = m
+            case .memberLeft(let m), .memberDowned(let m), .unreachable(let m), .reachable(let m):
+                if var known = s.members[m.uid] {
+                    known.status = m.status
+                    s.members[m.uid] = known
+                }
+            case .memberExited(let m), .memberRemoved(let m):
+                s.members.removeValue(forKey: m.uid)
+                s.gone.insert(m.uid)
+            case .memberJoined, .leaderChanged: break
+            }
+        }
+        let me = system.node.uid
+        let leaving = state.withLock { s in s.members[me].map { $0.status != .up } ?? false }
+        if leaving { deactivate() } else { activateIfOldest() }
+        flushProxy()
+    }
+
+    /// The oldest up member: the one that should host.
+    private func oldest(_ s: State) -> Member? {
+        s.members.values.filter { $0.status == .up }.min {
+            ($0.upNumber, $0.node.host, $0.node.port) < ($1.upNumber, $1.node.host, $1.node.port)
+        }
+    }
+
+    private func activateIfOldest() {
+        let (cell, held): (ActorCell?, [Held]) = state.withLock { s in
+            guard s.active == nil else { return (nil, []) }
+            let me = system.node.uid
+            if s.clusterAware {
+                guard let mine = s.members[me], mine.status == .up, oldest(s)?.uid == me else { return (nil, []) }
+                // Every member older than this one must be gone, not merely leaving or unreachable.
+                let blocked = s.members.values.contains { $0.uid != me && $0.upNumber < mine.upNumber }
+                guard !blocked else { return (nil, []) }
+            }
+            let cell = ActorCell(
+                address: hostAddress, loop: system.loops.next(), capacity: system.settings.mailboxCapacity,
+                system: system, factory: make)
+            s.active = cell
+            defer { s.held.removeAll() }
+            return (cell, s.held)
+        }
+        guard let cell else { return }
+        Log.shared.info("cluster singleton \(name) starts on this node")
+        cell.loop.execute { cell.startIfNeeded() }
+        for h in held { h.replay(cell) }
+    }
+
+    private func deactivate() {
+        guard
+            let cell = state.withLock({ s -> ActorCell? in
+                defer { s.active = nil }; return s.active
+            })
+        else { return }
+        Log.shared.info("cluster singleton \(name) stops on this node: handing over")
+        cell.stop()
+    }
+
+    /// Where the proxy sends now: the oldest up member's host, if known.
+    private func currentHost() -> ActorAddress? {
+        state.withLock { s in
+            guard s.clusterAware else { return hostAddress }
+            return oldest(s).map { m in
+                ActorAddress(node: m.uid == system.node.uid ? system.node : m.node, path: "/user/\(name)/instance")
+            }
+        }
+    }
+
+    private func flushProxy() {
+        guard let host = currentHost(), let target = system.ref(for: host).target else { return }
+        let held = state.withLock { s in
+            defer { s.proxyHeld.removeAll() }
+            return s.proxyHeld
+        }
+        for h in held { h.replay(target) }
+    }
+
+    // MARK: - Delivery
+
+    /// Holds a message in `buffer`, or refuses it when the buffer is full.
+    private func hold(_ h: Held, inProxy: Bool) {
+        h.arm(system.loops.next())
+        let full = state.withLock { s -> Bool in
+            if inProxy {
+                guard s.proxyHeld.count < Self.bufferLimit else { return true }
+                s.proxyHeld.append(h)
+            } else {
+                guard s.held.count < Self.bufferLimit else { return true }
+                s.held.append(h)
+            }
+            return false
+        }
+        if full { h.refuse(.mailboxFull(inProxy ? proxyAddress : hostAddress)) }
+    }
+
+    fileprivate func proxyDeliver(_ h: Held) {
+        if !state.withLock({ $0.clusterAware }) { activateIfOldest() }
+        guard let host = currentHost(), let target = system.ref(for: host).target else {
+            hold(h, inProxy: true)
+            return
+        }
+        h.replay(target)
+    }
+
+    fileprivate func hostDeliver(_ h: Held) {
+        if let cell = state.withLock({ $0.active }) {
+            h.replay(cell)
+            return
+        }
+        // Handed over (or not yet started): pass it to the member now
+        // oldest when that is another one, else hold it.
+        if let host = currentHost(), host.node.uid != system.node.uid, let target = system.ref(for: host).target {
+            h.replay(target)
+            return
+        }
+        hold(h, inProxy: false)
+    }
+
+    /// The proxy's and the host's message targets: they wrap each message
+    /// so it can wait and be delivered later.
+    final class Proxy: MessageTarget, @unchecked Sendable {
+        /// Weak: the system owns the singleton, which owns this target.
+        weak var singleton: ClusterSingleton?
+        let address: ActorAddress
+        init(singleton: ClusterSingleton, address: ActorAddress) {
+            self.singleton = singleton
+            self.address = address
+        }
+
+        func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            singleton.proxyDeliver(
+                Held.typed(message, reply, address: singleton.proxyAddress, system: singleton.system))
+        }
+        func deliverEncoded(
+            manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+        ) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            singleton.proxyDeliver(
+                Held.encoded(
+                    Array(manifest), Array(payload), reply, address: singleton.proxyAddress, system: singleton.system))
+        }
+    }
+
+    final class Host: MessageTarget, @unchecked Sendable {
+        /// Weak: the system owns the singleton, which owns this target.
+        weak var singleton: ClusterSingleton?
+        let address: ActorAddress
+        init(singleton: ClusterSingleton, address: ActorAddress) {
+            self.singleton = singleton
+            self.address = address
+        }
+
+        func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            singleton.hostDeliver(Held.typed(message, reply, address: singleton.hostAddress, system: singleton.system))
+        }
+        func deliverEncoded(
+            manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+        ) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            singleton.hostDeliver(
+                Held.encoded(
+                    Array(manifest), Array(payload), reply, address: singleton.hostAddress, system: singleton.system))
+        }
+    }
+
+    func stop() { deactivate() }
+}
+
+extension ClusterSingleton.Held {
+    static func typed<M: Message>(
+        _ message: M, _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem
+    ) -> Self {
+        let reply = reply.map(PinnedReply.pinning)
+        return Self(
+            replay: { $0.deliver(message, reply: reply) },
+            refuse: { [weak system] error in refuseMessage(reply, manifest: M.manifest, to: address, error, in: system)
+            },
+            arm: { reply?.arm(on: $0) })
+    }
+
+    static func encoded(
+        _ manifest: [UInt8], _ payload: [UInt8], _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem
+    ) -> Self {
+        let reply = reply.map(PinnedReply.pinning)
+        return Self(
+            replay: { target in
+                manifest.withUnsafeBytes { m in
+                    payload.withUnsafeBytes { p in target.deliverEncoded(manifest: m, payload: p, reply: reply) }
+                }
+            },
+            refuse: { [weak system] error in
+                refuseMessage(
+                    reply, manifest: String(decoding: manifest, as: UTF8.self), to: address, error, in: system)
+            },
+            arm: { reply?.arm(on: $0) })
+    }
+}
