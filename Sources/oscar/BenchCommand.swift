@@ -12,13 +12,21 @@ enum BenchCommand {
 
     static func run(_ args: inout Arguments) async throws(CLIError) {
         guard let workload = args.positionals.first else {
-            throw .usage("bench needs a workload: w1, w2, w3, w4 or all")
+            throw .usage("bench needs a workload: w1, w2, w3, w4, all or pool")
         }
         switch workload {
         case "w4":
             let count = try args.int("count", default: 10_000_000, range: 1...1_000_000_000)
             try args.rejectUnknownOptions()
             try await report { try await LocalTellBenchmark.run(count: count) }
+        case "pool":
+            let count = try args.int("count", default: 200_000, range: 64...100_000_000)
+            try args.rejectUnknownOptions()
+            Log.shared.level = .error
+            try await report { try await PoolBenchmark.run(total: count) }
+            try await report {
+                try await PoolBenchmark.run(total: count, routing: .roundRobin, label: "round_robin")
+            }
         case "w1", "w2", "w3":
             let port = try args.int("connect", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
@@ -40,7 +48,7 @@ enum BenchCommand {
                 throw .failed("\(error)")
             }
         default:
-            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, serve")
+            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, pool, serve")
         }
     }
 

@@ -45,6 +45,9 @@ let usage = """
                                       node B a fresh child 'oscar bench serve'
       oscar bench w4 [--count N]      workload W4: local tell throughput
       oscar bench all                 W1-W4 once each
+      oscar bench pool [--count 200000]
+                                      asks over a cluster pool on 3 local nodes, 64 outstanding:
+                                      leastBusy, then roundRobin
       oscar help | --help             this text
       oscar version
 

@@ -76,6 +76,11 @@ import Testing
                     ["ask", "oscar://127.0.0.1:\(port)/user/echo", "Echo", #"{"text":"hi"}"#])
                 #expect(r.status == 0 && r.stdout.contains("127.0.0.1:\(port)"), "\(r.stdout)\(r.stderr)")
             }
+            // The demo's workers pool answers from any node, naming the node that did the work.
+            let work = try await OscarProcess.run(
+                ["ask", "oscar://127.0.0.1:\(base + 2)/user/workers", "Work", #"{"id":7}"#])
+            #expect(work.status == 0 && work.stdout.contains(#""id":7"#), "\(work.stdout)\(work.stderr)")
+            #expect(work.stdout.contains(#""node":"127.0.0.1:"#) && work.stdout.contains("/user/workers/"))
             let view = await Self.members(base)
             #expect(view?.count == 3 && view?.values.allSatisfy { $0 == "up" } == true, "\(String(describing: view))")
 
