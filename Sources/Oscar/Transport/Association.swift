@@ -105,6 +105,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             reply.waitOn(self, correlation: correlation)
             reply.arm(on: loop)
         }
+        if transport.faults.drops(to: node) {
+            // Injected loss: the frame never leaves (an ask waits as it
+            // would for a frame lost on the network).
+            outbound.removeSubrange(start...)
+            return
+        }
         transport.stats.add(.framesOut)
         outboundChanged()
     }

@@ -84,6 +84,8 @@ public final class ClusterNode: Sendable {
 
     public let system: ActorSystem
     private let hub = ClusterEventHub()
+    /// Faults injected into this node's outbound traffic (see `FaultGate`).
+    public let faults: FaultGate
     private let receptionistListings = ReceptionistListings()
 
     /// The cluster-wide receptionist (see `Receptionist`).
@@ -115,6 +117,7 @@ public final class ClusterNode: Sendable {
         transportSettings.maxFrameSize = settings.maxFrameSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         let transport = Transport(system: system, secret: settings.secret, settings: transportSettings, stats: stats)
+        faults = transport.faults
         system.attach(transport)
         try transport.listen(fd: fd)
         let (me, hub, stats) = (system.node, self.hub, self.stats)

@@ -25,6 +25,8 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     let ioLoop: EventLoop
     unowned let system: ActorSystem
     let stats: NodeStats
+    /// Injected faults on outbound frames (tests and chaos runs).
+    let faults = FaultGate()
     private let associations = Mutex<[String: Association]>([:])
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
     private var connections: [ObjectIdentifier: Connection] = [:]
