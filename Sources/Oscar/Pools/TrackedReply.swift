@@ -10,7 +10,8 @@ import Synchronization
 final class TrackedReply: ReplyTarget, @unchecked Sendable {
     let routee: ActorAddress
     private let reply: PinnedReply
-    private let pool: ClusterPoolRouter
+    /// Weak: the router keeps its trackers while they are in flight.
+    private weak var pool: ClusterPoolRouter?
     /// Sends the message again to another routee; nil when the message may
     /// not be repeated (not idempotent, or already retried).
     private let retry: (@Sendable (ActorAddress, PinnedReply) -> Void)?
@@ -55,7 +56,7 @@ final class TrackedReply: ReplyTarget, @unchecked Sendable {
     /// True for the first outcome only; it ends the ask's count.
     private func finish() -> Bool {
         guard !completed.exchange(true, ordering: .acquiringAndReleasing) else { return false }
-        pool.finished(self)
+        pool?.finished(self)
         return true
     }
 }

@@ -253,6 +253,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         shuttingDown = true
         if let connection { flush(to: connection) }
         failPending("this node is shutting down")
+        // The cached target may refer back to the transport (a cluster
+        // pool's router holds refs to other nodes): let go of it.
+        lastTarget = nil
         connection?.close("shutting down", flushFirst: true)
         connecting?.close("shutting down")
     }
