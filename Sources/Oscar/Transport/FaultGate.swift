@@ -16,17 +16,20 @@ public final class FaultGate: Sendable {
         var dropped = 0
     }
     private let rules = Mutex(Rules())
+    /// False while no fault is set: the send path then pays one relaxed
+    /// load per frame, no lock and no allocation.
+    private let active = Atomic<Bool>(false)
 
     init() {}
 
     /// Drops every frame to `peer` (its host and port) until `restore`.
-    public func blackhole(_ peer: NodeAddress) { _ = rules.withLock { $0.blackholed.insert(Self.key(peer)) } }
+    public func blackhole(_ peer: NodeAddress) { update { $0.blackholed.insert(Self.key(peer)) } }
 
-    public func restore(_ peer: NodeAddress) { _ = rules.withLock { $0.blackholed.remove(Self.key(peer)) } }
+    public func restore(_ peer: NodeAddress) { update { $0.blackholed.remove(Self.key(peer)) } }
 
     /// Drops each outbound frame with probability `fraction` (0 to 1).
     public func setLoss(_ fraction: Double, seed: UInt64 = 1) {
-        rules.withLock {
+        update {
             $0.loss = min(max(fraction, 0), 1)
             $0.random = SplitMix64(seed: seed)
         }
@@ -34,9 +37,16 @@ public final class FaultGate: Sendable {
 
     /// Removes every fault.
     public func heal() {
-        rules.withLock {
+        update {
             $0.blackholed.removeAll()
             $0.loss = 0
+        }
+    }
+
+    private func update(_ change: (inout Rules) -> Void) {
+        rules.withLock { r in
+            change(&r)
+            active.store(!r.blackholed.isEmpty || r.loss > 0, ordering: .relaxed)
         }
     }
 
@@ -45,7 +55,8 @@ public final class FaultGate: Sendable {
 
     /// Decides the fate of one frame to `peer`.
     func drops(to peer: NodeAddress) -> Bool {
-        rules.withLock { r in
+        guard active.load(ordering: .relaxed) else { return false }
+        return rules.withLock { r in
             let drop = r.blackholed.contains(Self.key(peer)) || (r.loss > 0 && r.random.unit() < r.loss)
             if drop { r.dropped += 1 }
             return drop
