@@ -155,8 +155,7 @@ public struct NodeConfiguration: Sendable, Equatable {
             "\($0.port)"
         },
         Key(name: "bind-host", help: "IPv4 address to listen on (0.0.0.0: every interface)") { c, t throws(Reason) in
-            guard SocketAddress.ipv4(t, 0) != nil else { throw Reason(text: "'\(t)' is not an IPv4 address") }
-            c.bindHost = t
+            c.bindHost = try ipv4(t)
         } show: {
             $0.bindHost
         },
@@ -197,8 +196,7 @@ public struct NodeConfiguration: Sendable, Equatable {
             $0.httpPort.map { "\($0)" } ?? "(off)"
         },
         Key(name: "http-host", help: "IPv4 address the management endpoint listens on") { c, t throws(Reason) in
-            guard SocketAddress.ipv4(t, 0) != nil else { throw Reason(text: "'\(t)' is not an IPv4 address") }
-            c.httpHost = t
+            c.httpHost = try ipv4(t)
         } show: {
             $0.httpHost
         },
@@ -259,6 +257,11 @@ public struct NodeConfiguration: Sendable, Equatable {
             throw Reason(text: "must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
         }
         return n
+    }
+
+    private static func ipv4(_ text: String) throws(Reason) -> String {
+        guard SocketAddress.ipv4(text, 0) != nil else { throw Reason(text: "'\(text)' is not an IPv4 address") }
+        return text
     }
 
     private static func duration(_ text: String) throws(Reason) -> Duration {

@@ -44,8 +44,8 @@ final class ClusterSingleton: @unchecked Sendable {
     }
 
     private let state = Mutex(State())
-    private(set) lazy var host = Host(singleton: self, address: hostAddress)
-    private(set) lazy var proxy = Proxy(singleton: self, address: proxyAddress)
+    private(set) lazy var host = Entry(singleton: self, address: hostAddress, role: .host)
+    private(set) lazy var proxy = Entry(singleton: self, address: proxyAddress, role: .proxy)
 
     var hostAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)/instance") }
     var proxyAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)") }
@@ -186,52 +186,40 @@ final class ClusterSingleton: @unchecked Sendable {
         hold(h, inProxy: false)
     }
 
-    /// The proxy's and the host's message targets: they wrap each message
-    /// so it can wait and be delivered later.
-    final class Proxy: MessageTarget, @unchecked Sendable {
+    /// The proxy's and the host's message targets (`role` says which): they
+    /// wrap each message so it can wait and be delivered later.
+    final class Entry: MessageTarget, @unchecked Sendable {
+        enum Role { case proxy, host }
         /// Weak: the system owns the singleton, which owns this target.
         weak var singleton: ClusterSingleton?
         let address: ActorAddress
-        init(singleton: ClusterSingleton, address: ActorAddress) {
+        let role: Role
+
+        init(singleton: ClusterSingleton, address: ActorAddress, role: Role) {
             self.singleton = singleton
             self.address = address
+            self.role = role
         }
 
         func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
             guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
-            singleton.proxyDeliver(
-                Held.typed(message, reply, address: singleton.proxyAddress, system: singleton.system))
+            route(Held.typed(message, reply, address: address, system: singleton.system), in: singleton)
         }
+
         func deliverEncoded(
             manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
         ) {
             guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
-            singleton.proxyDeliver(
-                Held.encoded(
-                    Array(manifest), Array(payload), reply, address: singleton.proxyAddress, system: singleton.system))
-        }
-    }
-
-    final class Host: MessageTarget, @unchecked Sendable {
-        /// Weak: the system owns the singleton, which owns this target.
-        weak var singleton: ClusterSingleton?
-        let address: ActorAddress
-        init(singleton: ClusterSingleton, address: ActorAddress) {
-            self.singleton = singleton
-            self.address = address
+            route(
+                Held.encoded(Array(manifest), Array(payload), reply, address: address, system: singleton.system),
+                in: singleton)
         }
 
-        func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
-            singleton.hostDeliver(Held.typed(message, reply, address: singleton.hostAddress, system: singleton.system))
-        }
-        func deliverEncoded(
-            manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-        ) {
-            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
-            singleton.hostDeliver(
-                Held.encoded(
-                    Array(manifest), Array(payload), reply, address: singleton.hostAddress, system: singleton.system))
+        private func route(_ held: Held, in singleton: ClusterSingleton) {
+            switch role {
+            case .proxy: singleton.proxyDeliver(held)
+            case .host: singleton.hostDeliver(held)
+            }
         }
     }
 
