@@ -111,8 +111,10 @@ enum ClusterCommand {
             }
             var upEverywhere = 0
             var laggard: State.Node?
+            var firstView: MembershipSnapshot?
             for node in running {
                 let view = try? await client.node.membership(of: state.address(node), timeout: .seconds(1))
+                if firstView == nil { firstView = view }
                 let up =
                     view?.members.filter { $0.status == .up && running.map(\.port).contains($0.node.port) }.count ?? 0
                 if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
@@ -123,9 +125,8 @@ enum ClusterCommand {
                 FileStream.standardError.write("\(line) (\(Int(elapsed)) s)\n")
                 lastLine = line
             }
-            if upEverywhere == running.count, let first = running.first,
-                let view = try? await client.node.membership(of: state.address(first), timeout: .seconds(2))
-            {
+            // The first node's view, already read this round, is the table.
+            if upEverywhere == running.count, let view = firstView {
                 print(MembersTable.text(view))
                 print("cluster converged in \(String(format1: elapsed)) s")
                 return

@@ -30,7 +30,7 @@ enum SimulateCommand {
     }
 
     static func seconds(_ v: Double?) -> String { v.map { String(format1($0)) + " s" } ?? "—" }
-    static func format1(_ v: Double) -> String { v.isNaN ? "—" : String((v * 10).rounded() / 10) }
+    static func format1(_ v: Double) -> String { v.isNaN ? "—" : String(format1: v) }
 
     static func table(_ reports: [SimulationReport]) -> String {
         var rows = [

@@ -239,13 +239,23 @@ public final class ActorSystem: Sendable {
         let cell = ActorCell(
             address: ActorAddress(node: node, path: path), loop: loop, capacity: settings.mailboxCapacity,
             system: self, factory: make)
+        try claim([cell.ref])
+        return cell
+    }
+
+    /// Names `refs` in the registry, all or none (a name taken, or the
+    /// system shut down, fails), lets `record` note their owner, and tells
+    /// name caches to look again. The one place names are claimed.
+    private func claim(_ refs: [ActorRef], record: (inout Registry) -> Void = { _ in }) throws(SpawnError) {
         try registry.withLock { r throws(SpawnError) in
             guard !r.shutDown else { throw .shutDown }
-            guard r.refs[path] == nil else { throw .nameTaken(path) }
-            r.refs[path] = cell.ref
+            if let taken = refs.first(where: { r.refs[$0.address.path] != nil }) {
+                throw .nameTaken(taken.address.path)
+            }
+            for ref in refs { r.refs[ref.address.path] = ref }
+            record(&r)
         }
         registryGeneration.wrappingAdd(1, ordering: .releasing)
-        return cell
     }
 
     private func addPool(
@@ -260,13 +270,7 @@ public final class ActorSystem: Sendable {
                     address: ActorAddress(node: node, path: "\(path)/\(index)"), loop: loops.next(),
                     capacity: settings.mailboxCapacity, system: nil, factory: make)
         }
-        try registry.withLock { r throws(SpawnError) in
-            guard !r.shutDown else { throw .shutDown }
-            guard r.refs[path] == nil else { throw .nameTaken(path) }
-            r.refs[path] = ActorRef(address: pool.address, target: pool)
-            r.pools[path] = pool
-        }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
+        try claim([ActorRef(address: pool.address, target: pool)]) { $0.pools[path] = pool }
         return pool
     }
 
@@ -280,14 +284,8 @@ public final class ActorSystem: Sendable {
         let path = Self.fullPath(name)
         let router = ClusterPoolRouter(
             address: ActorAddress(node: node, path: path), settings: poolSettings, system: self)
-        try registry.withLock { r throws(SpawnError) in
-            guard !r.shutDown else { throw .shutDown }
-            guard r.refs[path] == nil else { throw .nameTaken(path) }
-            r.refs[path] = ActorRef(address: router.address, target: router)
-            r.clusterPools.append(router)
-        }
+        try claim([ActorRef(address: router.address, target: router)]) { $0.clusterPools.append(router) }
         for i in 0..<poolSettings.perNode { _ = try register("\(path)/\(i)", loop: loops.next(), make: make) }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
     }
 
     /// The cluster pools declared here, for membership to drive.
@@ -297,15 +295,10 @@ public final class ActorSystem: Sendable {
     private func addClusterSingleton(_ name: String, make: @escaping @Sendable () -> AnyReactorBox) throws(SpawnError) {
         guard Self.isValid(name), !name.hasPrefix("/") else { throw .invalidName(name) }
         let singleton = ClusterSingleton(name: name, system: self, make: make)
-        try registry.withLock { r throws(SpawnError) in
-            guard !r.shutDown else { throw .shutDown }
-            let (proxy, host) = (singleton.proxyAddress, singleton.hostAddress)
-            guard r.refs[proxy.path] == nil, r.refs[host.path] == nil else { throw .nameTaken(proxy.path) }
-            r.refs[proxy.path] = ActorRef(address: proxy, target: singleton.proxy)
-            r.refs[host.path] = ActorRef(address: host, target: singleton.host)
-            r.singletons.append(singleton)
-        }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
+        try claim([
+            ActorRef(address: singleton.proxyAddress, target: singleton.proxy),
+            ActorRef(address: singleton.hostAddress, target: singleton.host),
+        ]) { $0.singletons.append(singleton) }
     }
 
     /// The cluster singletons declared here, for membership to drive.

@@ -28,7 +28,6 @@ final class ClusterSingleton: @unchecked Sendable {
     private struct State {
         /// Members by uid, with what this node knows of them.
         var members: [UInt64: Member] = [:]
-        var gone: Set<UInt64> = []
         var active: ActorCell?
         var held: [Held] = []
         var proxyHeld: [Held] = []
@@ -76,7 +75,6 @@ final class ClusterSingleton: @unchecked Sendable {
                 }
             case .memberExited(let m), .memberRemoved(let m):
                 s.members.removeValue(forKey: m.uid)
-                s.gone.insert(m.uid)
             case .memberJoined, .leaderChanged: break
             }
         }
