@@ -145,10 +145,12 @@ extension RemoteActorTests {
         }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         _ = try await remote.ask(Ping(n: 0))  // connected
-        let clock = ContinuousClock()
-        let start = clock.now
         async let waiting = remote.ask(Slow(), timeout: .seconds(30))
         #expect(await eventually { gate.waiting })
+        // Timed from the moment the peer goes away: the ask must fail on the
+        // connection loss, long before its 30 s timeout.
+        let clock = ContinuousClock()
+        let start = clock.now
         b.shutdown()
         do {
             _ = try await waiting
