@@ -17,8 +17,66 @@ public enum ManagementRoutes {
         public var gossipRounds: Int
     }
 
-    public static func respond(method: String, path: String, _ s: Snapshot) -> Response {
-        guard method == "GET" else { return Response(status: 405, contentType: "text/plain", body: "only GET\n") }
+    /// One HTTP request, as the shell parsed it; header names are lowercase.
+    public struct Request: Sendable {
+        public var method: String
+        public var path: String
+        public var headers: [String: String] = [:]
+        public var body: [UInt8] = []
+    }
+
+    /// The header that signs a `POST /faults`: the hex HMAC-SHA256 of the
+    /// body under the cluster secret, so only holders of the secret can
+    /// inject faults (`openssl dgst -sha256 -hmac "$SECRET"` computes it).
+    public static let signatureHeader = "x-oscar-signature"
+
+    /// The fault command in a `POST /faults`, if it is signed with `secret`;
+    /// otherwise the response that refuses it.
+    public static func faultCommand(_ request: Request, secret: [UInt8]) -> Result<FaultCommand, Refusal> {
+        guard request.method == "POST" else { return .failure(Refusal(status: 405, "POST a fault command")) }
+        guard let signature = request.headers[signatureHeader]?.lowercased(),
+            HMAC.equal(Array(signature.utf8), Array(sign(request.body, secret: secret).utf8))
+        else {
+            return .failure(Refusal(status: 401, "missing or wrong \(signatureHeader): HMAC-SHA256 of the body, hex"))
+        }
+        let text = String(decoding: request.body, as: UTF8.self)
+        guard let value = try? JSONBridge.cbor(fromJSON: text), let bytes = try? CBOREncoder().encode(value),
+            let command = try? CBORDecoder().decode(FaultCommand.self, from: bytes)
+        else {
+            return .failure(
+                Refusal(
+                    status: 400,
+                    "not a fault command; for example {\"blackhole\":{\"peers\":[\"127.0.0.1:7002\"],\"direction\":\"both\"}}"
+                ))
+        }
+        return .success(command)
+    }
+
+    /// The signature of `body` under `secret`, as `signatureHeader` carries it.
+    public static func sign(_ body: [UInt8], secret: [UInt8]) -> String { HMAC.sha256(key: secret, message: body).hex }
+
+    /// A refused request, as an error value.
+    public struct Refusal: Error, Sendable {
+        public var response: Response
+        init(status: Int, _ text: String) {
+            response = Response(status: status, contentType: "text/plain", body: text + "\n")
+        }
+    }
+
+    /// The gate's state after a command, as JSON.
+    public static func faultStatus(_ status: FaultStatus) -> Response {
+        let rules = status.rules.map { "\"\($0)\"" }.joined(separator: ",")
+        return Response(
+            status: 200, contentType: "application/json",
+            body: "{\"rules\":[\(rules)],\"droppedOutbound\":\(status.droppedOutbound),"
+                + "\"droppedInbound\":\(status.droppedInbound),\"delayed\":\(status.delayed)}\n")
+    }
+
+    public static func respond(_ request: Request, _ s: Snapshot) -> Response {
+        let path = request.path
+        guard request.method == "GET" else {
+            return Response(status: 405, contentType: "text/plain", body: "only GET (and POST /faults)\n")
+        }
         switch path {
         case "/health":
             let me = s.membership.members.first { $0.node == s.membership.observer }

@@ -144,7 +144,7 @@ public indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .unsigned(let n): "\(n)"
         case .negative(let n): n == .max ? "-18446744073709551616" : "-\(n + 1)"
-        case .bytes(let b): "h'" + b.map { String($0, radix: 16).leftPadded(2) }.joined() + "'"
+        case .bytes(let b): "h'" + b.hex + "'"
         case .text(let s): "\"\(s)\""
         case .array(let items): "[" + items.map(\.description).joined(separator: ", ") + "]"
         case .map(let entries): "{" + entries.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}"
@@ -162,6 +162,11 @@ extension String {
     func leftPadded(_ width: Int, with pad: Character = "0") -> String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
+}
+
+extension Array where Element == UInt8 {
+    /// Lowercase hex, two digits a byte.
+    var hex: String { map { String($0, radix: 16).leftPadded(2) }.joined() }
 }
 
 /// Through Oscar's CBOR coders a `CBORValue` is written and read as itself,

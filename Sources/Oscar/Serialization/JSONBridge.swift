@@ -50,7 +50,7 @@ public enum JSONBridge {
         switch value {
         case .unsigned(let n): "\(n)"
         case .negative: value.description
-        case .bytes(let b): "{\"$bytes\":\"\(b.map { String($0, radix: 16).leftPadded(2) }.joined())\"}"
+        case .bytes(let b): "{\"$bytes\":\"\(b.hex)\"}"
         case .text(let s): quote(s)
         case .array(let items): "[" + items.map(json(from:)).joined(separator: ",") + "]"
         case .map(let entries):

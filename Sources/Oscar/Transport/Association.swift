@@ -105,12 +105,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             reply.waitOn(self, correlation: correlation)
             reply.arm(on: loop)
         }
-        if transport.faults.drops(to: node) {
-            // Injected loss: the frame never leaves (an ask waits as it
-            // would for a frame lost on the network).
-            outbound.removeSubrange(start...)
-            return
-        }
+        // Injected faults: a dropped frame never leaves (an ask waits as it
+        // would for a frame lost on the network); a held one leaves later.
+        guard admitted(from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
     }
@@ -122,9 +119,78 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     ) throws(CBORError) {
         loop.preconditionInEventLoop()
         guard connection != nil else { return }  // the asker's side fails its ask itself
+        let start = outbound.count
         try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
+        guard admitted(from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
+    }
+
+    // MARK: - Injected faults
+
+    /// Frames held back by an injected delay or bandwidth limit, in release
+    /// order (from `heldHead` on).
+    private var held: [(release: UInt64, frame: [UInt8])] = []
+    private var heldHead = 0
+    private var releaseTimer: LoopTimer?
+
+    /// Passes the frame appended to `outbound` at `start` through the fault
+    /// gate: true if it stays queued, false if it was dropped or held back.
+    private func admitted(from start: Int) -> Bool {
+        var fate = transport.faults.outboundFate(to: node, bytes: outbound.count - start)
+        if fate == .pass, heldHead < held.count {
+            fate = .holdUntil(held[held.count - 1].release)  // behind the frames already held
+        }
+        switch fate {
+        case .pass:
+            return true
+        case .drop:
+            outbound.removeSubrange(start...)
+            return false
+        case .holdUntil(let release):
+            held.append((release, Array(outbound[start...])))
+            outbound.removeSubrange(start...)
+            if releaseTimer == nil { armRelease() }
+            return false
+        }
+    }
+
+    /// Held frames were on the wire, as far as anyone can tell: a lost
+    /// connection loses them.
+    private func dropHeld() {
+        held.removeAll()
+        heldHead = 0
+        if let releaseTimer { loop.cancelTimer(releaseTimer) }
+        releaseTimer = nil
+    }
+
+    private func armRelease() {
+        guard heldHead < held.count else { return }
+        let now = uv_hrtime()
+        let wait = held[heldHead].release > now ? held[heldHead].release - now : 0
+        releaseTimer = loop.scheduleTimer(after: .nanoseconds(Int64(wait))) { [weak self] in self?.releaseDue() }
+    }
+
+    /// Moves the frames whose time has come to the outbound batch.
+    private func releaseDue() {
+        releaseTimer = nil
+        let now = uv_hrtime()
+        var released = 0
+        while heldHead < held.count, held[heldHead].release <= now {
+            outbound.append(contentsOf: held[heldHead].frame)
+            held[heldHead].frame = []
+            heldHead += 1
+            released += 1
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        }
+        if released > 0 {
+            transport.stats.add(.framesOut, released)
+            outboundChanged()
+        }
+        armRelease()
     }
 
     private func outboundChanged() {
@@ -230,6 +296,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             }
         }
         outbound.removeAll()
+        dropHeld()
         failPending(reason, as: rejected ? .rejected(reason) : nil)
         gate(reason)
     }
@@ -256,6 +323,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         // The cached target may refer back to the transport (a cluster
         // pool's router holds refs to other nodes): let go of it.
         lastTarget = nil
+        dropHeld()
         connection?.close("shutting down", flushFirst: true)
         connecting?.close("shutting down")
     }
@@ -276,6 +344,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     func receive(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
+        if transport.faults.dropsInbound(from: node) { return }  // an injected inbound blackhole
         let envelope = try WireEnvelope.parse(frame)
         transport.stats.add(.framesIn)
         switch envelope.kind {

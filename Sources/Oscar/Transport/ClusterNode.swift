@@ -84,7 +84,7 @@ public final class ClusterNode: Sendable {
 
     public let system: ActorSystem
     private let hub = ClusterEventHub()
-    /// Faults injected into this node's outbound traffic (see `FaultGate`).
+    /// Faults injected into this node's traffic (see `FaultGate`).
     public let faults: FaultGate
     private let receptionistListings = ReceptionistListings()
 
@@ -145,29 +145,40 @@ public final class ClusterNode: Sendable {
                 }
             }
         }
+        let gate = faults
+        _ = try? system.spawn(path: FaultControl.path, on: transport.ioLoop) { FaultControl(gate: gate) }
         // A fresh system: the path is free.
         _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
             MembershipShell(
                 me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub, stats: stats)
         }
         if let httpPort = settings.httpPort {
+            let secret = transport.secret
             let server = try HTTPServer(host: settings.httpHost, port: httpPort, loop: transport.ioLoop) {
-                [weak self] method, path in
-                await self?.management(method: method, path: path)
+                [weak self] request in
+                await self?.management(request, secret: secret)
                     ?? ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "shutting down\n")
             }
             http.withLock { $0 = server }
         }
     }
 
-    private func management(method: String, path: String) async -> ManagementRoutes.Response {
+    private func management(_ request: ManagementRoutes.Request, secret: [UInt8]) async -> ManagementRoutes.Response {
+        if request.path == "/faults" {
+            switch ManagementRoutes.faultCommand(request, secret: secret) {
+            case .success(let command):
+                Log.shared.info("fault gate: \(command) (through the management endpoint)")
+                return ManagementRoutes.faultStatus(faults.apply(command))
+            case .failure(let refusal): return refusal.response
+            }
+        }
         let empty = MembershipSnapshot(members: [], unreachable: [], leader: nil, observer: address)
         let membership = (try? await self.membership(timeout: .seconds(2))) ?? empty
         let snapshot = ManagementRoutes.Snapshot(
             membership: membership, deadLetters: system.deadLetters, framesIn: stats.value(.framesIn),
             framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
             gossipRounds: stats.value(.gossipRounds))
-        return ManagementRoutes.respond(method: method, path: path, snapshot)
+        return ManagementRoutes.respond(request, snapshot)
     }
 
     /// Membership changes as this node sees them, from now on.

@@ -1,67 +1,65 @@
+import CLibUV
 import Synchronization
 
-/// Faults injected into this node's outbound traffic, at run time, for
-/// tests and chaos runs without root: frames to chosen peers are dropped
-/// (a blackhole), and any frame is dropped with a probability. A dropped
+/// Faults injected into this node's traffic at run time, for tests and
+/// chaos runs without root: blackholes to and from chosen peers, loss,
+/// delay with jitter, and a bandwidth limit (`FaultCommand`). A dropped
 /// frame is lost as on a real network: a tell vanishes, an ask waits for
-/// its timeout. Setting it on both nodes of a pair cuts both directions.
+/// its timeout. Delayed frames keep their order.
 ///
-/// The draws come from a seeded generator, so a run with the same traffic
-/// drops the same frames.
+/// Controlled in process (`ClusterNode.faults`), by the `/system/faults`
+/// actor (over the authenticated transport), or by `POST /faults` on the
+/// management endpoint, signed with the cluster secret.
+///
+/// Loss and jitter draw from a seeded generator, so a run with the same
+/// traffic drops the same frames.
 public final class FaultGate: Sendable {
-    private struct Rules {
-        var blackholed: Set<String> = []
-        var loss = 0.0
-        var random = SplitMix64(seed: 1)
-        var dropped = 0
-    }
-    private let rules = Mutex(Rules())
+    private let rules = Mutex(FaultRules())
     /// False while no fault is set: the send path then pays one relaxed
     /// load per frame, no lock and no allocation.
     private let active = Atomic<Bool>(false)
 
     init() {}
 
-    /// Drops every frame to `peer` (its host and port) until `restore`.
-    public func blackhole(_ peer: NodeAddress) { update { $0.blackholed.insert(Self.key(peer)) } }
+    /// Applies `command` and returns what is in force afterwards.
+    @discardableResult
+    public func apply(_ command: FaultCommand) -> FaultStatus {
+        rules.withLock { r in
+            r.apply(command)
+            active.store(r.isActive, ordering: .relaxed)
+            return r.status
+        }
+    }
 
-    public func restore(_ peer: NodeAddress) { update { $0.blackholed.remove(Self.key(peer)) } }
+    /// Drops every frame to and from `peer` (its host and port) until `restore`.
+    public func blackhole(_ peer: NodeAddress, direction: FaultDirection = .both) {
+        apply(.blackhole(peers: [Self.key(peer)], direction: direction))
+    }
+
+    public func restore(_ peer: NodeAddress) { apply(.restore(peers: [Self.key(peer)])) }
 
     /// Drops each outbound frame with probability `fraction` (0 to 1).
     public func setLoss(_ fraction: Double, seed: UInt64 = 1) {
-        update {
-            $0.loss = min(max(fraction, 0), 1)
-            $0.random = SplitMix64(seed: seed)
-        }
+        apply(.loss(fraction: fraction, peers: nil, seed: seed))
     }
 
     /// Removes every fault.
-    public func heal() {
-        update {
-            $0.blackholed.removeAll()
-            $0.loss = 0
-        }
+    public func heal() { apply(.heal) }
+
+    /// Frames dropped so far, both directions.
+    public var dropped: Int { rules.withLock { $0.droppedOutbound + $0.droppedInbound } }
+
+    /// The fate of one outbound frame of `bytes` to `peer`.
+    func outboundFate(to peer: NodeAddress, bytes: Int) -> FaultRules.Fate {
+        guard active.load(ordering: .relaxed) else { return .pass }
+        return rules.withLock { $0.outboundFate(to: Self.key(peer), bytes: bytes, now: uv_hrtime()) }
     }
 
-    private func update(_ change: (inout Rules) -> Void) {
-        rules.withLock { r in
-            change(&r)
-            active.store(!r.blackholed.isEmpty || r.loss > 0, ordering: .relaxed)
-        }
-    }
-
-    /// Frames dropped so far.
-    public var dropped: Int { rules.withLock { $0.dropped } }
-
-    /// Decides the fate of one frame to `peer`.
-    func drops(to peer: NodeAddress) -> Bool {
+    /// True if a frame from `peer` must be dropped on arrival.
+    func dropsInbound(from peer: NodeAddress) -> Bool {
         guard active.load(ordering: .relaxed) else { return false }
-        return rules.withLock { r in
-            let drop = r.blackholed.contains(Self.key(peer)) || (r.loss > 0 && r.random.unit() < r.loss)
-            if drop { r.dropped += 1 }
-            return drop
-        }
+        return rules.withLock { $0.dropsInbound(from: Self.key(peer)) }
     }
 
-    private static func key(_ node: NodeAddress) -> String { "\(node.host):\(node.port)" }
+    static func key(_ node: NodeAddress) -> String { "\(node.host):\(node.port)" }
 }

@@ -1,10 +1,10 @@
 import CLibUV
 
 /// A minimal HTTP/1.1 server for the management endpoint, on the I/O loop:
-/// one GET per connection (`Connection: close`), requests up to 8 KiB.
-/// Routing is elsewhere (`ManagementRoutes`): this only speaks HTTP.
+/// one request per connection (`Connection: close`), up to 8 KiB with its
+/// body. Routing is elsewhere (`ManagementRoutes`): this only speaks HTTP.
 final class HTTPServer: @unchecked Sendable {
-    typealias Handler = @Sendable (_ method: String, _ path: String) async -> ManagementRoutes.Response
+    typealias Handler = @Sendable (ManagementRoutes.Request) async -> ManagementRoutes.Response
 
     let loop: EventLoop
     let port: Int
@@ -93,29 +93,41 @@ final class HTTPConnection: @unchecked Sendable {
             return
         }
         request.append(contentsOf: scratch.prefix(n))
+        let tooLarge = ManagementRoutes.Response(status: 431, contentType: "text/plain", body: "request too large\n")
         guard let end = headerEnd() else {
-            if request.count > 8192 {
-                respond(ManagementRoutes.Response(status: 431, contentType: "text/plain", body: "request too large\n"))
-            }
+            if request.count > Self.limit { respond(tooLarge) }
             return
         }
+        let head = String(decoding: request[..<end], as: UTF8.self).split(separator: "\r\n")
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingPrefix(" ").description
+        }
+        let length = headers["content-length"].flatMap { Int($0) } ?? 0
+        guard length >= 0, end + 4 + length <= Self.limit else { return respond(tooLarge) }
+        guard request.count >= end + 4 + length else { return }  // the rest of the body is on its way
         answered = true
         uv_read_stop(stream)
-        let line = String(decoding: request[..<end], as: UTF8.self).split(separator: "\r\n").first ?? ""
-        let parts = line.split(separator: " ")
+        let parts = (head.first ?? "").split(separator: " ")
         guard parts.count >= 2 else {
             respond(ManagementRoutes.Response(status: 400, contentType: "text/plain", body: "bad request\n"))
             return
         }
-        let (method, path) = (String(parts[0]), String(parts[1].split(separator: "?").first ?? ""))
+        let parsed = ManagementRoutes.Request(
+            method: String(parts[0]), path: String(parts[1].split(separator: "?").first ?? ""), headers: headers,
+            body: Array(request[(end + 4)..<(end + 4 + length)]))
         let handler = self.handler
         let me = UncheckedSendable(self)
         // The task prefers this loop, so the response is written on it.
         Task(executorPreference: loop.taskExecutor) {
-            let response = await handler(method, path)
+            let response = await handler(parsed)
             me.value.respond(response)
         }
     }
+
+    /// Requests, head and body, are at most this long.
+    static let limit = 8192
 
     private func headerEnd() -> Int? {
         guard request.count >= 4 else { return nil }
@@ -127,9 +139,10 @@ final class HTTPConnection: @unchecked Sendable {
     }
 
     private func respond(_ r: ManagementRoutes.Response) {
+        answered = true
         let reason =
             [
-                200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
                 431: "Request Header Fields Too Large", 503: "Service Unavailable",
             ][r.status] ?? "Status"
         let body = Array(r.body.utf8)

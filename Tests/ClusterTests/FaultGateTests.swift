@@ -1,0 +1,87 @@
+import Oscar
+import OscarTestSupport
+import Testing
+
+/// The fault gate over real sockets: controlled through the management
+/// endpoint (signed with the secret) and the `/system/faults` actor.
+@Suite struct FaultGateTests {
+    static func post(_ body: String, port: Int, signature: String?) async throws -> (status: Int, body: String) {
+        try await offThePool {
+            let peer = try RawPeer(port: port)
+            let bytes = Array(body.utf8)
+            var head = "POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(bytes.count)\r\n"
+            if let signature { head += "X-Oscar-Signature: \(signature)\r\n" }
+            peer.send(Array((head + "\r\n").utf8) + bytes)
+            var response: [UInt8] = []
+            while let chunk = peer.read(1) { response += chunk }  // until the server closes
+            let text = String(decoding: response, as: UTF8.self)
+            let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
+            return (status, String(text.split(separator: "\r\n\r\n", maxSplits: 1).last ?? ""))
+        }
+    }
+
+    @Test func theManagementEndpointAppliesOnlyCommandsSignedWithTheSecret() async throws {
+        let a = try ClusterNode(settings: .init(secret: "s3cret", loopCount: 1, httpPort: 0)) { actors in
+            actors.singleton("ping") { PingActor() }
+        }
+        let b = try node()
+        defer { shutDown(a, b) }
+        let port = try #require(a.managementPort)
+        let remote = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
+        #expect(try await remote.ask(Ping(n: 1)).n == 1)
+
+        let command = "{\"blackhole\":{\"peers\":[\"127.0.0.1:\(b.address.port)\"],\"direction\":\"outbound\"}}"
+        let unsigned = try await Self.post(command, port: port, signature: nil)
+        #expect(unsigned.status == 401)
+        let forged = try await Self.post(
+            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("wrong".utf8)))
+        #expect(forged.status == 401)
+        let stillAnswered = try await remote.ask(Ping(n: 2)).n
+        #expect(a.faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
+
+        let signed = try await Self.post(
+            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("s3cret".utf8)))
+        #expect(signed.status == 200)
+        #expect(signed.body.contains("blackhole outbound 127.0.0.1:\(b.address.port)"))
+        await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 3), timeout: .milliseconds(300)) }
+        #expect(a.faults.dropped >= 1, "the reply was dropped at a")
+
+        let garbage = "{\"explode\":{}}"
+        let refused = try await Self.post(
+            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: Array("s3cret".utf8)))
+        #expect(refused.status == 400)
+
+        let heal = "{\"heal\":{}}"
+        let healed = try await Self.post(
+            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: Array("s3cret".utf8)))
+        #expect(healed.status == 200 && healed.body.contains("\"rules\":[]"))
+        #expect(try await remote.ask(Ping(n: 4)).n == 4)
+    }
+
+    @Test func theFaultsActorBlackholesInboundAndDelaysInOrder() async throws {
+        let (a, b) = try twoNodes()
+        defer { shutDown(a, b) }
+        let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        let local = b.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+        let control = a.system.ref("oscar://127.0.0.1:\(b.address.port)/system/faults")!
+        let status = try await control.ask(
+            FaultCommand.blackhole(peers: ["127.0.0.1:\(a.address.port)"], direction: .inbound))
+        #expect(status.rules == ["blackhole inbound 127.0.0.1:\(a.address.port)"])
+        for _ in 0..<20 { remote.tell(Count()) }
+        // FIFO from a: once this ask from a is dropped, so were the tells.
+        await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 1), timeout: .milliseconds(300)) }
+        #expect(try await local.ask(Total()) == 0, "b dropped what a sent")
+        #expect(b.faults.dropped >= 21)
+        b.faults.heal()
+
+        a.faults.apply(.delay(millis: 80, jitterMillis: 30, peers: nil))
+        let clock = ContinuousClock()
+        let start = clock.now
+        for i in 0..<200 { remote.tell(Said(text: "\(i)")) }
+        let heard = try await remote.ask(Heard())
+        #expect(clock.now - start >= .milliseconds(50), "the ask waited out the delay")
+        #expect(heard == (0..<200).map { "\($0)" }, "delayed frames keep their order")
+        a.faults.heal()
+        #expect(try await remote.ask(Ping(n: 2)).n == 2)
+    }
+}
