@@ -296,6 +296,18 @@ final class CountedSingleton: Reactor {
         ) { $0.clusterSingleton("boss") { CountedSingleton(census: census) } }
     }
 
+    /// Found by `oscar chaos`: a proxy that holds an ask sent from outside
+    /// every loop armed its timeout on the wrong thread and crashed.
+    @Test func anAskHeldByTheProxyFromOutsideTheLoopsTimesOut() async throws {
+        let census = SingletonCensus()
+        // Its only seed never answers: the node never joins, the proxy holds.
+        let lonely = try Self.node(seeds: [NodeAddress(host: "127.0.0.1", port: 1)], census: census)
+        defer { lonely.shutdown() }
+        let proxy = lonely.system.ref("oscar://127.0.0.1:\(lonely.address.port)/user/boss")!
+        await #expect(throws: AskError.self) { try await proxy.ask(WhereAreYou(), timeout: .milliseconds(300)) }
+        #expect(census.starts == 0, "no instance without a cluster")
+    }
+
     @Test func theSingletonMovesOnLeaveAndKillAndNeverRunsTwice() async throws {
         let census = SingletonCensus()
         let a = try Self.node(census: census)

@@ -147,7 +147,14 @@ final class ClusterSingleton: @unchecked Sendable {
 
     /// Holds a message in `buffer`, or refuses it when the buffer is full.
     private func hold(_ h: Held, inProxy: Bool) {
-        h.arm(system.loops.next())
+        // A timeout is armed on a loop's own thread; the sender may be on
+        // another loop or on none (a task on the global executor).
+        let loop = system.loops.next()
+        if loop.inEventLoop {
+            h.arm(loop)
+        } else {
+            _ = loop.execute { h.arm(loop) }
+        }
         let full = state.withLock { s -> Bool in
             if inProxy {
                 guard s.proxyHeld.count < Self.bufferLimit else { return true }
