@@ -314,8 +314,3 @@ enum ClusterCommand {
         return trimmed.suffix(lines).map { $0 + "\n" }.joined()
     }
 }
-
-extension String {
-    /// One decimal place.
-    init(format1 value: Double) { self = String((value * 10).rounded() / 10) }
-}

@@ -10,6 +10,13 @@ struct FileStream {
         _ = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
     }
 
+    /// `path` opened for appending (created if missing), kept open: for a
+    /// history written line by line. Nil when it cannot be opened.
+    static func appending(_ path: String) -> FileStream? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        return fd >= 0 ? FileStream(fd: fd) : nil
+    }
+
     /// Replaces `path` with `text`, created with `mode`; false on failure.
     static func write(_ path: String, _ text: String, mode: mode_t = 0o644) -> Bool {
         put(path, text, flags: O_TRUNC, mode: mode)
@@ -24,6 +31,20 @@ struct FileStream {
         defer { close(fd) }
         var bytes = Array(text.utf8)
         return bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == bytes.count
+    }
+
+    /// The names in a directory (not `.` and `..`); empty if it cannot be read.
+    static func names(in directory: String) -> [String] {
+        guard let dir = opendir(directory) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
     }
 
     /// A whole (small) file as UTF-8 text; nil when it cannot be read.

@@ -18,8 +18,15 @@ enum HealthCommand {
         guard statusLine.contains(" 200 ") else { throw .failed("not healthy: \(statusLine)") }
     }
 
-    /// One HTTP/1.0 GET over a blocking socket, bounded by 3 s each way.
     static func get(_ path: String, from target: NodeAddress) throws(CLIError) -> String {
+        try request("GET", path, from: target)
+    }
+
+    /// One HTTP/1.0 request over a blocking socket, bounded by 3 s each way;
+    /// the whole response, head and body.
+    static func request(
+        _ method: String, _ path: String, headers: [String: String] = [:], body: String = "", from target: NodeAddress
+    ) throws(CLIError) -> String {
         var hints = addrinfo()
         hints.ai_family = AF_INET
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -37,7 +44,9 @@ enum HealthCommand {
         guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
             throw .exit(4, "cannot connect to \(target): \(String(cString: strerror(errno)))")
         }
-        var request = Array("GET \(path) HTTP/1.0\r\nHost: \(target)\r\n\r\n".utf8)
+        var head = "\(method) \(path) HTTP/1.0\r\nHost: \(target)\r\nContent-Length: \(body.utf8.count)\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        var request = Array((head + "\r\n" + body).utf8)
         guard send(fd, &request, request.count, 0) == request.count else { throw .exit(4, "cannot send to \(target)") }
         var response: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)

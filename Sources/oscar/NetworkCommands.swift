@@ -64,6 +64,7 @@ enum NetworkCommands {
     }
 
     static func node(_ args: inout Arguments) async throws(CLIError) {
+        let chaos = try ChaosNodeOptions(&args)
         let resolved = try configuration(&args)
         let config = resolved.configuration
         if args.has("print-config") {
@@ -78,7 +79,10 @@ enum NetworkCommands {
         Log.shared.level = config.logLevel
         let node: ClusterNode
         do {
-            node = try ClusterNode(settings: config.clusterSettings(secret: secret)) { Demo.declare(in: &$0) }
+            node = try ClusterNode(settings: config.clusterSettings(secret: secret)) { actors in
+                Demo.declare(in: &actors)
+                if let chaos { ChaosWorkload.declare(in: &actors, recorder: chaos.recorder) }
+            }
         } catch {
             throw .failed("\(error)")
         }
@@ -99,7 +103,9 @@ enum NetworkCommands {
         // Everything that can end the node arrives on one stream: a signal,
         // membership removing it, or the bound on a graceful leave.
         let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
+        let workload = chaos?.start(on: node)
         node.onRemoved { reason in
+            chaos?.recorder.record(.removed, detail: reason)
             Log.shared.warning("leaving the cluster: \(reason)")
             wake.yield(.removed)
         }
@@ -117,6 +123,7 @@ enum NetworkCommands {
             while let next = await iterator.next(), next != .removed, next != .timedOut {}
             bound.cancel()
         }
+        workload?.cancel()
         node.shutdown()
         print("oscar node stopped")
     }

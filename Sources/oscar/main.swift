@@ -39,6 +39,13 @@ let usage = """
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
                                       membership on the deterministic simulator: convergence,
                                       detection, false positives under loss, gossip load
+      oscar chaos [--nodes 5] [--duration 60s] [--seed 1] [--faults kill,pause,partition,delay,loss]
+                  [--scenario NAME|FILE] [--report .oscar/chaos] [--netns] [--list]
+                                      chaos-test a local cluster: a workload, faults from the seed,
+                                      heal, then checks on the recorded history; exit 0 only when
+                                      every check passes (report, history and timeline.svg in
+                                      --report). Faults also: partition-halves, isolate-leader,
+                                      restart. --netns (root): faults applied by the kernel
       oscar demo                      start a local actor system and show a round trip
       oscar bench w1|w2|w3 [--spin 100us] [--connect PORT]
                                       remote workloads W1-W3: this process is node A,
@@ -104,6 +111,8 @@ do throws(CLIError) {
         try SimulateCommand.run(&args)
     case "bench":
         try await BenchCommand.run(&args)
+    case "chaos":
+        try await ChaosCommand.run(&args)
     default:
         throw .usage("unknown command '\(command)'; see 'oscar help'")
     }

@@ -48,7 +48,9 @@ public final class ReliableConsumer<M: Message>: Reactor {
     private func perform(_ directive: ReliableDelivery.Consumer.Directive, producer: ActorRef) {
         switch directive {
         case .deliver(let envelope):
-            if let decoder, let message = try? decoder.decode(M.self, from: envelope.payload) {
+            if PlantedFault.skips(envelope.seq) {
+                Log.shared.warning("planted fault: message \(envelope.seq) acknowledged without processing")
+            } else if let decoder, let message = try? decoder.decode(M.self, from: envelope.payload) {
                 handle(message)
             } else {
                 Log.shared.error("reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")

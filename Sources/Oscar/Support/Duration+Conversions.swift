@@ -34,3 +34,8 @@ public enum DurationText {
         return ms % 1000 == 0 ? "\(ms / 1000)s" : "\(ms)ms"
     }
 }
+
+extension String {
+    /// A number with one decimal place, as reports print seconds.
+    public init(format1 value: Double) { self = String((value * 10).rounded() / 10) }
+}

@@ -1,0 +1,327 @@
+/// Reads a chaos run's merged history and decides whether the cluster kept
+/// its promises. Pure: the report and the doctored-history tests call it
+/// the same way.
+public struct ChaosChecker: Sendable {
+    public struct Settings: Sendable {
+        /// An ask may end this long after its timeout (loop timers, a busy
+        /// machine) before it counts as hung.
+        public var askGrace = Duration.seconds(1)
+        /// After heal, the live nodes must agree on membership within this.
+        public var convergenceBound = Duration.seconds(30)
+        /// No node process may grow past this resident size.
+        public var rssLimit = 256 * 1024 * 1024
+        public init() {}
+    }
+
+    /// One checker's verdict; `findings` point at the operations concerned.
+    public struct Check: Sendable, Equatable {
+        public var name: String
+        public var findings: [String]
+        public var passed: Bool { findings.isEmpty }
+    }
+
+    /// Counts for the report.
+    public struct Tally: Sendable, Equatable {
+        /// Per target kind (echo, pool, singleton): ok, failed, timed out,
+        /// indeterminate (the asking process died before the outcome).
+        public var asks: [String: [Int]] = [:]
+        public var streamSent: UInt64 = 0
+        public var streamAcknowledged: UInt64 = 0
+        public var streamProcessed = 0
+        public var lost = 0
+        public var duplicated = 0
+        public var faults: [String: Int] = [:]
+        public var convergenceMillis: Int?
+        public var peakRSS: [String: Int] = [:]
+    }
+
+    public struct Verdict: Sendable {
+        public var checks: [Check]
+        public var tally: Tally
+        public var passed: Bool { checks.allSatisfy(\.passed) }
+    }
+
+    public var settings: Settings
+    public init(settings: Settings = Settings()) { self.settings = settings }
+
+    public func check(_ history: [ChaosEvent]) -> Verdict {
+        let events = history.sorted { $0.t < $1.t }
+        let clock = Timeline(events)
+        var tally = Tally()
+        for e in events where [.fault, .kill, .pause, .stop].contains(e.kind) {
+            tally.faults[faultName(e), default: 0] += 1
+        }
+        let checks = [
+            asks(events, clock, &tally),
+            stream(events, clock, &tally),
+            convergence(events, &tally),
+            singletons(events, clock),
+            splitBrain(events, clock),
+            crashes(events, clock),
+            memory(events, &tally),
+        ]
+        return Verdict(checks: checks, tally: tally)
+    }
+
+    private func faultName(_ e: ChaosEvent) -> String {
+        switch e.kind {
+        case .fault: String(e.detail?.split(separator: " ").first ?? "fault")
+        case .stop: "restart"
+        default: e.kind.rawValue
+        }
+    }
+
+    /// Times relative to the first event, for messages a person reads.
+    struct Timeline {
+        let origin: UInt64
+        init(_ events: [ChaosEvent]) { origin = events.first?.t ?? 0 }
+        func at(_ t: UInt64) -> String {
+            let ms = (Int64(bitPattern: t &- origin)) / 1_000_000
+            return "\(ms / 1000).\(String(ms % 1000 / 100)) s"
+        }
+    }
+
+    // MARK: - Asks
+
+    private func asks(_ events: [ChaosEvent], _ clock: Timeline, _ tally: inout Tally) -> Check {
+        struct Key: Hashable {
+            var node: String
+            var uid: UInt64
+            var op: Int
+        }
+        var invoked: [Key: ChaosEvent] = [:]
+        var outcomes: [Key: [ChaosEvent]] = [:]
+        for e in events {
+            guard let op = e.op, let uid = e.uid else { continue }
+            let key = Key(node: e.node, uid: uid, op: op)
+            switch e.kind {
+            case .invoke: invoked[key] = e
+            case .ok, .fail, .timeout: outcomes[key, default: []].append(e)
+            default: break
+            }
+        }
+        // When each node process stopped: its kill or exit, as the runner saw it.
+        let ends = events.filter { $0.kind == .kill || $0.kind == .exit }
+        // A paused process cannot fire its timers: its pauses extend its asks' due times.
+        var pauses: [String: [(from: UInt64, to: UInt64)]] = [:]
+        var pausedSince: [String: UInt64] = [:]
+        for e in events {
+            if e.kind == .pause { pausedSince[e.node] = e.t }
+            if e.kind == .resume || e.kind == .kill || e.kind == .exit,
+                let since = pausedSince.removeValue(forKey: e.node)
+            {
+                pauses[e.node, default: []].append((since, e.t))
+            }
+        }
+        func pausedTime(_ node: String, from: UInt64, to: UInt64) -> UInt64 {
+            (pauses[node] ?? []).reduce(0) { sum, p in sum + (max(from, min(to, p.to)) - max(from, min(to, p.from))) }
+        }
+        let grace = UInt64(settings.askGrace.nanoseconds)
+        var findings: [String] = []
+        for (key, invoke) in invoked.sorted(by: { $0.value.t < $1.value.t }) {
+            let kind = targetKind(invoke.target)
+            var row = tally.asks[kind] ?? [0, 0, 0, 0]
+            defer { tally.asks[kind] = row }
+            let name = "ask \(key.node)#\(key.op) to \(invoke.target ?? "?") (invoked at \(clock.at(invoke.t)))"
+            let timeout = UInt64(invoke.value ?? 0) * 1_000_000
+            var due = invoke.t + timeout + grace
+            due += pausedTime(key.node, from: invoke.t, to: outcomes[key]?.first?.t ?? UInt64.max)
+            guard let results = outcomes[key], let first = results.first else {
+                let died = ends.first { $0.node == key.node && $0.t > invoke.t }
+                if let died, died.t < due {
+                    row[3] += 1  // its process ended before the ask could end: indeterminate
+                } else {
+                    findings.append("\(name) has no outcome; its timeout was \(invoke.value ?? 0) ms")
+                }
+                continue
+            }
+            switch first.kind {
+            case .ok: row[0] += 1
+            case .fail: row[1] += 1
+            default: row[2] += 1
+            }
+            if results.count > 1 {
+                findings.append("\(name) has \(results.count) outcomes: \(results.map(\.kind.rawValue))")
+            }
+            if first.t > due {
+                let late = Double((first.t - invoke.t) / 1_000_000) / 1000
+                findings.append(
+                    "\(name) hung: its outcome came after \(late) s, past its \(invoke.value ?? 0) ms timeout")
+            }
+        }
+        return Check(name: "every ask has exactly one outcome, within its timeout", findings: findings)
+    }
+
+    private func targetKind(_ target: String?) -> String {
+        guard let target else { return "?" }
+        return String(target.split(separator: "@").first ?? "?")
+    }
+
+    // MARK: - Reliable stream
+
+    private func stream(_ events: [ChaosEvent], _ clock: Timeline, _ tally: inout Tally) -> Check {
+        var findings: [String] = []
+        var acknowledged: (seq: UInt64, t: UInt64) = (0, 0)
+        var processed: [UInt64: [UInt64]] = [:]
+        var last: (seq: UInt64, t: UInt64)?
+        for e in events {
+            guard let seq = e.seq else { continue }
+            switch e.kind {
+            case .streamSend: tally.streamSent = max(tally.streamSent, seq)
+            case .streamAck where seq > acknowledged.seq: acknowledged = (seq, e.t)
+            case .streamProcess:
+                processed[seq, default: []].append(e.t)
+                tally.streamProcessed += 1
+                if let last, seq <= last.seq {
+                    findings.append(
+                        "stream message \(seq) was processed at \(clock.at(e.t)) after message \(last.seq) (at \(clock.at(last.t))): out of order"
+                    )
+                }
+                last = (seq, e.t)
+            default: break
+            }
+        }
+        tally.streamAcknowledged = acknowledged.seq
+        if acknowledged.seq > 0 {
+            for seq in 1...acknowledged.seq {
+                let times = processed[seq] ?? []
+                if times.isEmpty {
+                    tally.lost += 1
+                    findings.append(
+                        "stream message \(seq) was acknowledged (by \(clock.at(acknowledged.t))) but never processed: lost"
+                    )
+                } else if times.count > 1 {
+                    tally.duplicated += 1
+                    findings.append(
+                        "stream message \(seq) was processed \(times.count) times, at \(times.map(clock.at).joined(separator: ", ")): duplicated"
+                    )
+                }
+            }
+        }
+        return Check(name: "acknowledged stream messages processed exactly once, in order", findings: findings)
+    }
+
+    // MARK: - Convergence
+
+    private func convergence(_ events: [ChaosEvent], _ tally: inout Tally) -> Check {
+        guard let last = events.last(where: { $0.kind == .converged }) else {
+            return Check(name: "membership converges after heal", findings: ["no convergence was recorded after heal"])
+        }
+        guard let ms = last.value else {
+            return Check(
+                name: "membership converges after heal",
+                findings: ["the live nodes did not agree on membership: \(last.detail ?? "no detail")"])
+        }
+        tally.convergenceMillis = ms
+        let bound = Int(settings.convergenceBound.nanoseconds / 1_000_000)
+        return Check(
+            name: "membership converges after heal",
+            findings: ms > bound ? ["the live nodes took \(ms) ms to agree, past the \(bound) ms bound"] : [])
+    }
+
+    // MARK: - Singletons
+
+    private func singletons(_ events: [ChaosEvent], _ clock: Timeline) -> Check {
+        struct Active {
+            var node: String
+            var uid: UInt64
+            var since: UInt64
+        }
+        var active: [Active] = []
+        var findings: [String] = []
+        for e in events {
+            switch e.kind {
+            case .singletonStart:
+                if let other = active.first(where: { $0.node != e.node || $0.uid != e.uid }) {
+                    findings.append(
+                        "two singletons: one started on \(e.node) at \(clock.at(e.t)) while the one on \(other.node) (since \(clock.at(other.since))) was still active"
+                    )
+                }
+                active.append(Active(node: e.node, uid: e.uid ?? 0, since: e.t))
+            case .singletonStop:
+                active.removeAll { $0.node == e.node && $0.uid == e.uid }
+            case .kill, .exit:
+                active.removeAll { $0.node == e.node }  // its process is gone, and its instance with it
+            default: break
+            }
+        }
+        return Check(name: "never two singletons active at once", findings: findings)
+    }
+
+    // MARK: - Split brain
+
+    /// Two live processes that are each up in their own view, and each have
+    /// dropped the other from it: two clusters.
+    private func splitBrain(_ events: [ChaosEvent], _ clock: Timeline) -> Check {
+        var views: [String: Set<String>] = [:]  // node → members it counts (not down or removed)
+        var selfUp: Set<String> = []
+        var findings: [String] = []
+        var reported: Set<[String]> = []
+        for e in events {
+            switch e.kind {
+            case .view:
+                var members: Set<String> = []
+                var up = false
+                for entry in e.members ?? [] {
+                    let parts = entry.split(separator: "=")
+                    guard parts.count == 2 else { continue }
+                    let status = parts[1].hasSuffix("!") ? parts[1].dropLast() : parts[1]
+                    if status != "down" && status != "removed" { members.insert(String(parts[0])) }
+                    if parts[0] == e.node, status == "up" { up = true }
+                }
+                views[e.node] = members
+                if up { selfUp.insert(e.node) } else { selfUp.remove(e.node) }
+                for other in selfUp where other != e.node && up {
+                    guard let theirs = views[other], !members.contains(other), !theirs.contains(e.node) else {
+                        continue
+                    }
+                    let pair = [e.node, other].sorted()
+                    if reported.insert(pair).inserted {
+                        findings.append(
+                            "split brain at \(clock.at(e.t)): \(e.node) sees {\(members.sorted().joined(separator: ", "))} and \(other) sees {\(theirs.sorted().joined(separator: ", "))}; both are up without the other"
+                        )
+                    }
+                }
+            case .kill, .exit, .removed:
+                views[e.node] = nil
+                selfUp.remove(e.node)
+            default: break
+            }
+        }
+        return Check(name: "no split brain", findings: findings)
+    }
+
+    // MARK: - Crashes and memory
+
+    private func crashes(_ events: [ChaosEvent], _ clock: Timeline) -> Check {
+        var killed: Set<Int32> = []
+        var findings: [String] = []
+        for e in events {
+            switch e.kind {
+            case .kill: if let pid = e.pid { killed.insert(pid) }
+            case .exit:
+                let byNemesis = e.pid.map(killed.contains) ?? false
+                if e.value == 0 || (byNemesis && e.detail == "signal 9") { continue }
+                let how = e.value.map { "exited with code \($0)" } ?? "died of \(e.detail ?? "an unknown cause")"
+                findings.append("node \(e.node) (pid \(e.pid ?? 0)) \(how) at \(clock.at(e.t)) without being killed")
+            default: break
+            }
+        }
+        return Check(name: "no node crashed except those the nemesis killed", findings: findings)
+    }
+
+    private func memory(_ events: [ChaosEvent], _ tally: inout Tally) -> Check {
+        var findings: [String] = []
+        for e in events where e.kind == .rss {
+            guard let bytes = e.value else { continue }
+            let key = "\(e.node) (pid \(e.pid ?? 0))"
+            tally.peakRSS[key] = max(tally.peakRSS[key] ?? 0, bytes)
+            if bytes > settings.rssLimit {
+                findings.append(
+                    "node \(key) peaked at \(bytes / 1_048_576) MiB resident, past \(settings.rssLimit / 1_048_576) MiB"
+                )
+            }
+        }
+        return Check(name: "peak RSS per node stays bounded", findings: findings)
+    }
+}

@@ -1,0 +1,174 @@
+import Oscar
+import Testing
+
+/// The chaos checkers against histories written by hand: a clean one passes;
+/// each doctored one fails, naming the operation concerned.
+@Suite struct ChaosCheckerTests {
+    static let a = "127.0.0.1:7000"
+    static let b = "127.0.0.1:7001"
+    static let c = "127.0.0.1:7002"
+    static let s: UInt64 = 1_000_000_000  // one second
+
+    static func e(
+        _ t: Double, _ node: String, _ kind: ChaosEvent.Kind, uid: UInt64? = 1, op: Int? = nil, target: String? = nil,
+        seq: UInt64? = nil, members: [String]? = nil, pid: Int32? = nil, value: Int? = nil, detail: String? = nil
+    ) -> ChaosEvent {
+        ChaosEvent(
+            t: UInt64(t * Double(s)), node: node, kind: kind, uid: uid, op: op, target: target, seq: seq,
+            members: members, pid: pid, value: value, detail: detail)
+    }
+
+    static func view(_ t: Double, _ node: String, _ members: [String: String]) -> ChaosEvent {
+        e(t, node, .view, members: members.map { "\($0.key)=\($0.value)" }.sorted())
+    }
+
+    /// Three nodes up; asks with one outcome each; a stream of three
+    /// messages; a singleton handed from a to b; a partition that heals.
+    static var clean: [ChaosEvent] {
+        let all = [a: "up", b: "up", c: "up"]
+        return [
+            e(0, a, .start, uid: nil, pid: 10), e(0, b, .start, uid: nil, pid: 11), e(0, c, .start, uid: nil, pid: 12),
+            view(1, a, all), view(1, b, all), view(1, c, all),
+            e(1.5, a, .singletonStart),
+            e(2, a, .invoke, op: 1, target: "echo@\(b)", value: 2000), e(2.1, a, .ok, op: 1, target: "echo@\(b)"),
+            e(2, b, .invoke, op: 1, target: "pool", value: 2000), e(4, b, .timeout, op: 1, target: "pool"),
+            e(2, c, .invoke, op: 1, target: "singleton", value: 2000),
+            e(2.2, c, .fail, op: 1, target: "singleton", detail: "nodeUnreachable"),
+            e(3, b, .streamSend, seq: 1), e(3.1, b, .streamSend, seq: 2), e(3.2, b, .streamSend, seq: 3),
+            e(3.3, c, .streamProcess, seq: 1), e(3.4, c, .streamProcess, seq: 2), e(3.5, b, .streamAck, seq: 2),
+            e(3.6, c, .streamProcess, seq: 3), e(3.7, b, .streamAck, seq: 3),
+            e(5, "cluster", .fault, uid: nil, detail: "partition {7000} | {7001,7002}"),
+            view(7, a, [a: "up", b: "up!", c: "up!"]),
+            e(8, a, .singletonStop),
+            e(9, "cluster", .heal, uid: nil),
+            e(9.5, b, .singletonStart, uid: 1),
+            e(10, "cluster", .converged, uid: nil, value: 1200),
+            e(11, a, .exit, uid: nil, pid: 10, value: 0), e(11, b, .exit, uid: nil, pid: 11, value: 0),
+            e(11, c, .exit, uid: nil, pid: 12, value: 0),
+            e(11, a, .rss, uid: nil, pid: 10, value: 30_000_000),
+        ]
+    }
+
+    func failures(_ history: [ChaosEvent]) -> [String] {
+        ChaosChecker().check(history).checks.flatMap(\.findings)
+    }
+
+    @Test func aCleanHistoryPasses() {
+        let verdict = ChaosChecker().check(Self.clean)
+        #expect(verdict.passed, "\(verdict.checks.flatMap(\.findings))")
+        #expect(verdict.tally.asks["echo"] == [1, 0, 0, 0])
+        #expect(verdict.tally.asks["pool"] == [0, 0, 1, 0])
+        #expect(verdict.tally.streamAcknowledged == 3 && verdict.tally.streamProcessed == 3)
+        #expect(verdict.tally.convergenceMillis == 1200)
+    }
+
+    @Test func aLostAcknowledgedMessageFailsNamingIt() {
+        let doctored = Self.clean.filter { !($0.kind == .streamProcess && $0.seq == 2) }
+        let found = failures(doctored)
+        #expect(found.count == 1)
+        #expect(found.first?.contains("stream message 2 was acknowledged") == true, "\(found)")
+        #expect(found.first?.contains("never processed") == true)
+    }
+
+    @Test func aDuplicateFailsNamingIt() {
+        let doctored = Self.clean + [Self.e(3.8, Self.c, .streamProcess, seq: 2)]
+        let found = failures(doctored)
+        #expect(found.contains { $0.contains("stream message 2 was processed 2 times") }, "\(found)")
+        #expect(found.contains { $0.contains("out of order") }, "a repeat also breaks the order: \(found)")
+    }
+
+    @Test func aHungAskFailsNamingIt() {
+        // Ask 1 from b gets no outcome, though b lives on for 9 s more.
+        var doctored = Self.clean.filter { !($0.kind == .timeout && $0.node == Self.b) }
+        #expect(
+            failures(doctored) == [
+                "ask 127.0.0.1:7001#1 to pool (invoked at 2.0 s) has no outcome; its timeout was 2000 ms"
+            ])
+        // Its outcome comes, but long after the timeout.
+        doctored.append(Self.e(9, Self.b, .timeout, op: 1, target: "pool"))
+        #expect(failures(doctored).first?.contains("ask 127.0.0.1:7001#1 to pool (invoked at 2.0 s) hung") == true)
+    }
+
+    @Test func anAskWhoseNodeWasKilledOrPausedIsNotHung() {
+        var killed = Self.clean.filter { !($0.kind == .timeout && $0.node == Self.b) }
+        killed.append(Self.e(2.5, Self.b, .kill, uid: nil, pid: 11))
+        killed.append(Self.e(2.6, Self.b, .exit, uid: nil, pid: 11, detail: "signal 9"))
+        let verdict = ChaosChecker().check(killed)
+        #expect(verdict.passed, "\(verdict.checks.flatMap(\.findings))")
+        #expect(verdict.tally.asks["pool"] == [0, 0, 0, 1], "counted as indeterminate")
+
+        var paused = Self.clean.filter { !($0.kind == .timeout && $0.node == Self.b) }
+        paused += [
+            Self.e(2.5, Self.b, .pause, uid: nil, pid: 11), Self.e(6, Self.b, .resume, uid: nil, pid: 11),
+            Self.e(6.1, Self.b, .timeout, op: 1, target: "pool"),
+        ]
+        #expect(failures(paused).isEmpty, "3.5 s of the 4.1 s were spent stopped")
+    }
+
+    @Test func twoSingletonsFailNamingBoth() {
+        let doctored = Self.clean.filter { !($0.kind == .singletonStop) }
+        let found = failures(doctored)
+        #expect(found.count == 1)
+        #expect(found.first?.hasPrefix("two singletons: one started on 127.0.0.1:7001 at 9.5 s") == true, "\(found)")
+        #expect(found.first?.contains("the one on 127.0.0.1:7000 (since 1.5 s)") == true)
+    }
+
+    @Test func aSplitBrainFailsNamingTheTwoSides() {
+        // During the partition each side removes the other and stays up.
+        let doctored =
+            Self.clean + [
+                Self.view(7.5, Self.a, [Self.a: "up", Self.b: "removed", Self.c: "removed"]),
+                Self.view(7.6, Self.b, [Self.a: "down", Self.b: "up", Self.c: "up"]),
+            ]
+        let found = failures(doctored)
+        #expect(found.count == 1)
+        #expect(found.first?.hasPrefix("split brain at 7.6 s: 127.0.0.1:7001 sees") == true, "\(found)")
+        // One side downing the other while that side steps down is not one.
+        let healthy =
+            Self.clean + [
+                Self.view(7.5, Self.a, [Self.a: "down", Self.b: "up!", Self.c: "up!"]),
+                Self.view(7.6, Self.b, [Self.a: "down", Self.b: "up", Self.c: "up"]),
+            ]
+        #expect(failures(healthy).isEmpty)
+    }
+
+    @Test func aCrashAndMissingConvergenceAndMemoryFail() {
+        var doctored = Self.clean.filter { $0.kind != .converged }
+        doctored.append(Self.e(6, Self.c, .exit, uid: nil, pid: 12, detail: "signal 11"))
+        doctored.append(Self.e(11, Self.b, .rss, uid: nil, pid: 11, value: 900_000_000))
+        let found = failures(doctored)
+        #expect(found.contains { $0.contains("node 127.0.0.1:7002 (pid 12) died of signal 11") }, "\(found)")
+        #expect(found.contains { $0.contains("no convergence was recorded") })
+        #expect(found.contains { $0.contains("peaked at 858 MiB") })
+    }
+
+    @Test func theSameSeedGivesTheSamePlanAndProtectedNodesAreSpared() {
+        let faults = NemesisPlan.Fault.allCases
+        let one = NemesisPlan(seed: 7, nodes: 5, duration: .seconds(120), faults: faults, protected: [3, 4])
+        #expect(one == NemesisPlan(seed: 7, nodes: 5, duration: .seconds(120), faults: faults, protected: [3, 4]))
+        #expect(one != NemesisPlan(seed: 8, nodes: 5, duration: .seconds(120), faults: faults, protected: [3, 4]))
+        #expect(one.steps.count >= 10)
+        for step in one.steps {
+            #expect(step.at >= NemesisPlan.warmUp && step.at <= .seconds(120) - NemesisPlan.coolDown)
+            switch step.action {
+            case .kill(let n), .stop(let n): #expect(n < 3, "node \(n) holds the stream")
+            case .partition(let groups):
+                let majority = groups.max { $0.count < $1.count }!
+                #expect(majority.contains(3) && majority.contains(4))
+            default: break
+            }
+        }
+    }
+
+    @Test func theReportAndTimelineShowTheRun() {
+        let verdict = ChaosChecker().check(Self.clean)
+        let text = ChaosReport.text(verdict, title: "test run", convergenceBound: .seconds(30))
+        #expect(text.contains("verdict             PASS"))
+        #expect(text.contains("partition 1"))
+        let svg = ChaosReport.svg(Self.clean, nodes: [Self.a, Self.b, Self.c])
+        #expect(svg.hasPrefix("<svg"))
+        #expect(svg.contains("partition {7000} | {7001,7002}"))
+        #expect(svg.contains("#27ae60"), "green while every node is up")
+        #expect(svg.contains("#f39c12"), "amber while a sees the others unreachable")
+    }
+}
