@@ -5,6 +5,8 @@ import Synchronization
 /// Where a chaos run's nodes live and who applies network faults: the
 /// nodes' own fault gates on loopback, or the kernel with `--netns`.
 protocol ChaosNetwork: Sendable {
+    /// One line for the run's header.
+    var summary: String { get }
     /// The address of each node.
     func hosts(_ count: Int) -> [String]
     func spawn(node: Int, _ arguments: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32
@@ -21,6 +23,7 @@ protocol ChaosNetwork: Sendable {
 
 /// Every node on 127.0.0.1; faults through their fault gates. Needs no root.
 struct LoopbackNetwork: ChaosNetwork {
+    var summary: String { "network faults through each node's fault gate" }
     func hosts(_ count: Int) -> [String] { Array(repeating: "127.0.0.1", count: count) }
     func spawn(node: Int, _ arguments: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32 {
         try LocalProcesses.spawnDetached(arguments, log: log, extraEnvironment: environment)
@@ -44,6 +47,7 @@ final class NetnsChaos: ChaosNetwork {
 
     let count: Int
     let tag: String
+    var summary: String { "one network namespace each; network faults by the kernel (blackhole routes, tc netem)" }
     private let torn = Mutex(false)
 
     var hub: String { "osc-chaos-hub-\(tag)" }

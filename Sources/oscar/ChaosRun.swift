@@ -87,6 +87,7 @@ final class ChaosRun {
 
     func execute() async -> ChaosChecker.Verdict {
         print(title)
+        print("nodes: \(nodes.map(\.name).joined(separator: ", ")); \(network.summary)")
         print("report directory: \(dir)")
         NetworkCommands.onSignals([SIGINT, SIGTERM]) { [network] _ in
             FileStream.standardError.write("\ninterrupted: stopping every node\n")
@@ -117,9 +118,10 @@ final class ChaosRun {
         progressDone()
         print("healed everything; waiting for the cluster to converge")
         let bound = checker.settings.convergenceBound
+        healedAt = nil
         if let took = await awaitConvergence(within: bound) {
             record(.converged, node: "cluster", value: Int(took.nanoseconds / 1_000_000))
-            print("converged \(String(format1: took.seconds)) s after heal")
+            print("converged \(String(format1: took.seconds)) s after the final heal")
         } else {
             record(.converged, node: "cluster", detail: "not within \(DurationText.format(bound)): \(laggards())")
         }
@@ -177,12 +179,24 @@ final class ChaosRun {
         }
     }
 
-    /// Waits until `deadline`, reaping, sampling memory and showing progress.
+    /// Since the last heal of the plan, until the nodes agree again.
+    private var healedAt: ContinuousClock.Instant?
+    private var lastAgreementCheck: ContinuousClock.Instant?
+
+    /// Waits until `deadline`, reaping, sampling memory, measuring how long
+    /// the cluster takes to converge after each heal, and showing progress.
     private func idle(until deadline: ContinuousClock.Instant, origin: ContinuousClock.Instant) async {
         let clock = ContinuousClock()
         while clock.now < deadline {
             reap()
             sampleMemory()
+            if let healed = healedAt, clock.now - (lastAgreementCheck ?? healed) >= .seconds(1) {
+                lastAgreementCheck = clock.now
+                if agreed() {
+                    record(.converged, node: "cluster", value: Int((clock.now - healed).nanoseconds / 1_000_000))
+                    healedAt = nil
+                }
+            }
             progress(elapsed: clock.now - origin)
             try? await Task.sleep(for: min(.milliseconds(250), deadline - clock.now))  // the run's heartbeat
         }
@@ -254,11 +268,11 @@ final class ChaosRun {
             heal(final: false)
             current = "calm"
         }
-        if case .heal = action {
-        } else if case .start = action {
-        } else if case .resume = action {
-        } else {
+        switch action {
+        case .heal, .start, .resume: break
+        default:
             faultsSoFar += 1
+            healedAt = nil  // a new fault before the cluster settled: that heal is not measured
         }
     }
 
@@ -277,6 +291,8 @@ final class ChaosRun {
             if nodes[i].pid != nil { command(i, .heal) }
         }
         record(.heal, node: "cluster")
+        healedAt = ContinuousClock().now
+        lastAgreementCheck = nil
         for i in nodes.indices where nodes[i].pid == nil && (final || !nodes[i].heldDown) { start(i) }
     }
 

@@ -81,3 +81,28 @@ import Testing
         #expect(rules.status.rules.isEmpty)
     }
 }
+
+/// The JSON forms the README shows for `POST /faults`.
+@Suite struct FaultCommandJSONTests {
+    func decode(_ json: String) -> FaultCommand? {
+        let secret = Array("k".utf8)
+        let request = ManagementRoutes.Request(
+            method: "POST", path: "/faults",
+            headers: [ManagementRoutes.signatureHeader: ManagementRoutes.sign(Array(json.utf8), secret: secret)],
+            body: Array(json.utf8))
+        return try? ManagementRoutes.faultCommand(request, secret: secret).get()
+    }
+
+    @Test func theDocumentedFormsDecodeWithOptionalFieldsLeftOut() {
+        #expect(
+            decode(#"{"blackhole":{"peers":["127.0.0.1:7002"],"direction":"both"}}"#)
+                == .blackhole(peers: ["127.0.0.1:7002"], direction: .both))
+        #expect(decode(#"{"heal":{}}"#) == .heal)
+        #expect(
+            decode(#"{"delay":{"millis":100,"jitterMillis":20}}"#) == .delay(millis: 100, jitterMillis: 20, peers: nil))
+        #expect(decode(#"{"loss":{"fraction":0.1}}"#) == .loss(fraction: 0.1, peers: nil, seed: nil))
+        #expect(decode(#"{"throttle":{"bytesPerSecond":65536}}"#) == .throttle(bytesPerSecond: 65536, peers: nil))
+        #expect(decode(#"{"restore":{"peers":["127.0.0.1:7002"]}}"#) == .restore(peers: ["127.0.0.1:7002"]))
+        #expect(decode(#"{"explode":{}}"#) == nil)
+    }
+}

@@ -28,7 +28,7 @@ public enum ChaosReport {
         row(
             "convergence",
             t.convergenceMillis.map {
-                "\(String(format1: Double($0) / 1000)) s after heal (bound \(DurationText.format(convergenceBound)))"
+                "at most \(String(format1: Double($0) / 1000)) s after a heal (bound \(DurationText.format(convergenceBound)))"
             } ?? "not reached")
         if let peak = t.peakRSS.max(by: { $0.value < $1.value }) {
             row("peak RSS", "\(peak.value / 1_048_576) MiB (\(peak.key)), \(t.peakRSS.count) processes sampled")
