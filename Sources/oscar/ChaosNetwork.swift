@@ -68,8 +68,9 @@ final class NetnsChaos: ChaosNetwork {
 
     init(nodes count: Int, tag: UInt64) throws(CLIError) {
         self.count = count
-        self.tag = "\(tag % 100_000)"
+        self.tag = "\(tag)"
         guard let ip = Self.ip else { throw .failed("--netns needs ip") }
+        Self.removeOrphans(ip)
         var commands: [[String]] = [
             [ip, "netns", "add", hub], [ip, "-n", hub, "link", "add", "br0", "type", "bridge"],
             [ip, "-n", hub, "link", "set", "br0", "up"],
@@ -92,6 +93,16 @@ final class NetnsChaos: ChaosNetwork {
         for command in commands where LocalProcesses.run(command) != 0 {
             tearDown()
             throw .failed("--netns set-up failed at: \(command.joined(separator: " "))")
+        }
+    }
+
+    /// Namespaces left by a run whose process is gone (killed before it
+    /// could tear down): their tag is that process's pid.
+    private static func removeOrphans(_ ip: String) {
+        for name in FileStream.names(in: "/var/run/netns") where name.hasPrefix("osc-chaos-") {
+            guard let tag = name.split(separator: "-").last.flatMap({ Int32($0) }), kill(tag, 0) != 0, errno == ESRCH
+            else { continue }
+            LocalProcesses.run([ip, "netns", "del", name])
         }
     }
 

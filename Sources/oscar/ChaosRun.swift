@@ -208,32 +208,23 @@ final class ChaosRun {
     private func perform(_ action: NemesisPlan.Action) {
         switch action {
         case .kill(let i):
-            guard let pid = nodes[i].pid else { return }
-            kill(pid, SIGKILL)
             nodes[i].heldDown = true
-            record(.kill, node: nodes[i].name, pid: pid)
-            current = "killed \(nodes[i].name)"
+            signal(i, SIGKILL, .kill, "killed")
         case .stop(let i):
-            guard let pid = nodes[i].pid else { return }
-            kill(pid, SIGTERM)
             nodes[i].heldDown = true
-            record(.stop, node: nodes[i].name, pid: pid)
-            current = "restarting \(nodes[i].name)"
+            signal(i, SIGTERM, .stop, "restarting")
         case .start(let i):
             reap()
             if nodes[i].pid == nil { start(i) }
             current = "calm"
         case .pause(let i):
-            guard let pid = nodes[i].pid else { return }
-            kill(pid, SIGSTOP)
+            guard nodes[i].pid != nil else { return }
             nodes[i].paused = true
-            record(.pause, node: nodes[i].name, pid: pid)
-            current = "paused \(nodes[i].name)"
+            signal(i, SIGSTOP, .pause, "paused")
         case .resume(let i):
-            guard let pid = nodes[i].pid, nodes[i].paused else { return }
-            kill(pid, SIGCONT)
+            guard nodes[i].paused else { return }
             nodes[i].paused = false
-            record(.resume, node: nodes[i].name, pid: pid)
+            signal(i, SIGCONT, .resume, "resumed")
             current = "calm"
         case .partition(let groups):
             let names = groups.map { g in "{" + g.map { "\(nodes[$0].address.port)" }.joined(separator: ",") + "}" }
@@ -276,6 +267,14 @@ final class ChaosRun {
         }
     }
 
+    /// Sends `signal` to node `i`'s process, if it runs, and records `kind`.
+    private func signal(_ i: Int, _ signal: Int32, _ kind: ChaosEvent.Kind, _ doing: String) {
+        guard let pid = nodes[i].pid else { return }
+        kill(pid, signal)
+        record(kind, node: nodes[i].name, pid: pid)
+        current = "\(doing) \(nodes[i].name)"
+    }
+
     /// Lifts every network fault, resumes paused nodes and (as a supervisor
     /// would) starts nodes that exited on their own, such as a minority that
     /// downed itself; at the end (`final`), every node.
@@ -283,10 +282,9 @@ final class ChaosRun {
         reap()
         network.heal()
         for i in nodes.indices {
-            if nodes[i].paused, let pid = nodes[i].pid {
-                kill(pid, SIGCONT)
+            if nodes[i].paused {
                 nodes[i].paused = false
-                record(.resume, node: nodes[i].name, pid: pid)
+                signal(i, SIGCONT, .resume, "resumed")
             }
             if nodes[i].pid != nil { command(i, .heal) }
         }
