@@ -243,6 +243,18 @@ public final class ActorSystem: Sendable {
         return cell
     }
 
+    /// Registers a target of another kind (a distributed actor) under its
+    /// address's path.
+    func claim(_ target: any MessageTarget, at address: ActorAddress) throws(SpawnError) {
+        try claim([ActorRef(address: address, target: target)])
+    }
+
+    /// Frees a path claimed with `claim(_:at:)`.
+    func release(_ path: String) {
+        guard registry.withLock({ $0.refs.removeValue(forKey: path) }) != nil else { return }
+        registryGeneration.wrappingAdd(1, ordering: .releasing)
+    }
+
     /// Names `refs` in the registry, all or none (a name taken, or the
     /// system shut down, fails), lets `record` note their owner, and tells
     /// name caches to look again. The one place names are claimed.

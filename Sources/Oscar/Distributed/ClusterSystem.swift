@@ -1,0 +1,185 @@
+import Distributed
+import Foundation
+import Synchronization
+
+/// Swift's `distributed actor`, served by an Oscar node: the same node,
+/// transport, addressing and ask machinery as the message API.
+///
+/// ```swift
+/// distributed actor Greeter {
+///     typealias ActorSystem = ClusterSystem
+///     nonisolated var unownedExecutor: UnownedSerialExecutor { actorSystem.executor(for: id) }
+///     distributed func greet(_ name: String) -> String { "hello, \(name)" }
+/// }
+/// let system = ClusterSystem(node: node)
+/// let greeter = system.named("greeter") { Greeter(actorSystem: system) }   // at /user/greeter
+/// let remote = try Greeter.resolve(id: ActorAddress(uri: "oscar://10.0.0.2:7000/user/greeter")!, using: system)
+/// try await remote.greet("Ada")
+/// ```
+///
+/// - An actor's ID is an `ActorAddress`: its node and a path (`/user/<name>`
+///   when named, `/distributed/<Type>-<n>` otherwise).
+/// - A local actor runs on one of the node's loops (`executor(for:)`).
+///   Calls from one caller to one actor start in the order they were sent:
+///   each is started on the actor's loop, in arrival order; there is no
+///   task per call on a shared pool.
+/// - A call to another node is an ask: it fails with the same `AskError`s
+///   (`nodeUnreachable` at once when the connection is lost, `timeout`, …).
+///   An error the callee throws arrives as `RemoteCallError`.
+/// - Actors are held weakly: when one deinits, its ID is resigned and its
+///   path freed. `shutdown()` shuts the node down.
+public final class ClusterSystem: DistributedActorSystem, Sendable {
+    public typealias ActorID = ActorAddress
+    public typealias SerializationRequirement = any Codable
+    public typealias InvocationEncoder = ClusterInvocationEncoder
+    public typealias InvocationDecoder = ClusterInvocationDecoder
+    public typealias ResultHandler = ClusterResultHandler
+
+    public struct Settings: Sendable {
+        /// How long a remote call waits for its outcome.
+        public var callTimeout = Duration.seconds(5)
+        /// Error types whose values a caller decodes from a remote throw
+        /// (by mangled name): others arrive as type name and message only,
+        /// so the network cannot make this node decode arbitrary types.
+        public var decodableErrors: [any (Error & Codable & Sendable).Type] = []
+        public init() {}
+    }
+
+    public let node: ClusterNode
+    let settings: Settings
+    private let decodable: [String: any (Error & Codable & Sendable).Type]
+
+    /// The local distributed actors, weakly, by path.
+    private let actors = Mutex<[String: Entry]>([:])
+    private let counter = Atomic<Int>(0)
+
+    struct Entry {
+        weak var actor: (any DistributedActor)?
+        let loop: EventLoop
+    }
+
+    /// The path the next actor created in `named` gets.
+    @TaskLocal static var pendingName: String?
+
+    public init(node: ClusterNode, settings: Settings = Settings()) {
+        self.node = node
+        self.settings = settings
+        var decodable: [String: any (Error & Codable & Sendable).Type] = [:]
+        for type in settings.decodableErrors { decodable[_mangledTypeName(type) ?? "\(type)"] = type }
+        self.decodable = decodable
+    }
+
+    /// Shuts the node down (its connections, actors and loops).
+    public func shutdown() { node.shutdown() }
+
+    /// Creates an actor at `/user/<name>` (so other nodes can find it by a
+    /// path they know): `system.named("greeter") { Greeter(actorSystem: system) }`.
+    public func named<A: DistributedActor>(_ name: String, _ make: () throws -> A) rethrows -> A
+    where A.ActorSystem == ClusterSystem {
+        try Self.$pendingName.withValue(name.hasPrefix("/") ? name : "/user/\(name)") { try make() }
+    }
+
+    /// The executor of the loop that runs the local actor `id`: return it
+    /// from the actor's `unownedExecutor`.
+    public func executor(for id: ActorID) -> UnownedSerialExecutor {
+        let loop = actors.withLock { $0[id.path]?.loop } ?? node.system.loops.next()
+        return loop.executor.asUnownedSerialExecutor()
+    }
+
+    // MARK: - Identity
+
+    public func assignID<Act>(_ actorType: Act.Type) -> ActorID where Act: DistributedActor, Act.ID == ActorID {
+        let path = Self.pendingName ?? "/distributed/\(Act.self)-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        let loop = node.system.loops.next()
+        actors.withLock { $0[path] = Entry(actor: nil, loop: loop) }
+        return ActorAddress(node: node.address, path: path)
+    }
+
+    public func actorReady<Act>(_ actor: Act) where Act: DistributedActor, Act.ID == ActorID {
+        let loop = actors.withLock { a -> EventLoop in
+            let loop = a[actor.id.path]?.loop ?? node.system.loops.next()
+            a[actor.id.path] = Entry(actor: actor, loop: loop)
+            return loop
+        }
+        let target = DistributedTarget(system: self, path: actor.id.path, loop: loop)
+        do {
+            try node.system.claim(target, at: actor.id)
+        } catch {
+            Log.shared.error("distributed actor \(actor.id) cannot be reached: \(error)")
+        }
+    }
+
+    public func resignID(_ id: ActorID) {
+        _ = actors.withLock { $0.removeValue(forKey: id.path) }
+        node.system.release(id.path)
+    }
+
+    public func resolve<Act>(id: ActorID, as actorType: Act.Type) throws -> Act?
+    where Act: DistributedActor, Act.ID == ActorID {
+        guard isLocal(id) else { return nil }  // remote: the runtime makes a proxy
+        guard let actor = actors.withLock({ $0[id.path]?.actor }) else { throw AskError.actorNotFound(id) }
+        guard let typed = actor as? Act else {
+            throw AskError.handlerFailed("\(id) is a \(type(of: actor)), not a \(Act.self)")
+        }
+        return typed
+    }
+
+    /// The distributed actors hosted here (for tests: the table empties as
+    /// they deinit).
+    public var localActorCount: Int { actors.withLock { $0.values.filter { $0.actor != nil }.count } }
+
+    func isLocal(_ id: ActorID) -> Bool {
+        id.node.host == node.address.host && id.node.port == node.address.port
+            && (id.node.uid == 0 || id.node.uid == node.address.uid)
+    }
+
+    /// The live actor at `path`, if any.
+    func actor(at path: String) -> (any DistributedActor)? { actors.withLock { $0[path]?.actor } }
+
+    // MARK: - Calls
+
+    public func makeInvocationEncoder() -> InvocationEncoder { InvocationEncoder() }
+
+    public func remoteCall<Act, Err, Res>(
+        on actor: Act, target: RemoteCallTarget, invocation: inout InvocationEncoder, throwing: Err.Type,
+        returning: Res.Type
+    ) async throws -> Res where Act: DistributedActor, Act.ID == ActorID, Err: Error, Res: Codable {
+        switch try await call(actor.id, target, &invocation) {
+        case .value(let bytes):
+            do {
+                return try node.system.decoder.decode(Res.self, from: Array(bytes))
+            } catch {
+                throw AskError.decodeFailed("the reply of \(target.identifier) as \(Res.self): \(error)")
+            }
+        case .void:
+            throw AskError.decodeFailed("\(target.identifier) returned nothing where \(Res.self) was expected")
+        case .error(let type, let message, let value):
+            throw remoteError(type, message, value)
+        }
+    }
+
+    public func remoteCallVoid<Act, Err>(
+        on actor: Act, target: RemoteCallTarget, invocation: inout InvocationEncoder, throwing: Err.Type
+    ) async throws where Act: DistributedActor, Act.ID == ActorID, Err: Error {
+        if case .error(let type, let message, let value) = try await call(actor.id, target, &invocation) {
+            throw remoteError(type, message, value)
+        }
+    }
+
+    private func call(
+        _ id: ActorID, _ target: RemoteCallTarget, _ invocation: inout InvocationEncoder
+    )
+        async throws(AskError) -> DistributedReply
+    {
+        invocation.call.target = target.identifier
+        return try await node.system.ref(for: id).ask(invocation.call, timeout: settings.callTimeout)
+    }
+
+    private func remoteError(_ type: String, _ message: String, _ bytes: Data?) -> RemoteCallError {
+        var error = RemoteCallError(typeName: type, message: message, value: nil)
+        if let bytes, let decodable = decodable.values.first(where: { String(reflecting: $0) == type }) {
+            error.value = try? node.system.decoder.decode(decodable, from: Array(bytes))
+        }
+        return error
+    }
+}

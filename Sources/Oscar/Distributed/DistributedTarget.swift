@@ -1,0 +1,65 @@
+import Distributed
+
+/// Where calls to one local distributed actor arrive, in the node's
+/// registry at the actor's path (so the transport and `ActorRef` reach it
+/// like any actor). Each call starts on the actor's loop in arrival order.
+/// Holds the actor only weakly, through the system's table.
+final class DistributedTarget: MessageTarget, @unchecked Sendable {
+    private weak var system: ClusterSystem?
+    let path: String
+    let loop: EventLoop
+
+    init(system: ClusterSystem, path: String, loop: EventLoop) {
+        self.system = system
+        self.path = path
+        self.loop = loop
+    }
+
+    func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+        guard let call = message as? DistributedCall else {
+            return refuse(reply, M.manifest, .unhandled(manifest: M.manifest, address))
+        }
+        start(call, reply: reply)
+    }
+
+    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+        let name = String(decoding: manifest, as: UTF8.self)
+        guard name == DistributedCall.manifest else { return refuse(reply, name, .unhandled(manifest: name, address)) }
+        guard let system else { return refuse(reply, name, .stopped(address)) }
+        do {
+            start(try system.node.system.decoder.decode(DistributedCall.self, from: payload), reply: reply)
+        } catch {
+            refuse(reply, name, .decodeFailed("a distributed call to \(address): \(error)"))
+        }
+    }
+
+    private var address: ActorAddress {
+        ActorAddress(node: system?.node.address ?? NodeAddress(host: "?", port: 0), path: path)
+    }
+
+    private func refuse(_ reply: (any ReplyTarget)?, _ manifest: String, _ error: AskError) {
+        refuseMessage(reply, manifest: manifest, to: address, error, in: system?.node.system)
+    }
+
+    /// Starts the call on the actor's loop. Tasks that prefer one loop start
+    /// in the order they were created, so calls start in arrival order.
+    private func start(_ call: DistributedCall, reply: (any ReplyTarget)?) {
+        guard let system, let actor = system.actor(at: path) else {
+            return refuse(reply, DistributedCall.manifest, .actorNotFound(address))
+        }
+        let loop = self.loop
+        let work = UncheckedSendable((actor, reply, system))
+        Task(executorPreference: loop.taskExecutor) {
+            let (actor, reply, system) = work.value
+            reply?.arm(on: loop)
+            var decoder = ClusterInvocationDecoder(call: call, decoder: system.node.system.decoder)
+            do {
+                try await system.executeDistributedTarget(
+                    on: actor, target: RemoteCallTarget(call.target), invocationDecoder: &decoder,
+                    handler: ClusterResultHandler(reply: reply))
+            } catch {
+                reply?.fail(.handlerFailed("\(call.target) on \(actor.id): \(error)"))
+            }
+        }
+    }
+}
