@@ -11,7 +11,7 @@ import Synchronization
 /// - At most `capacity` messages wait; beyond that a message is refused
 ///   (a tell becomes a dead letter, an ask fails with `mailboxFull`), never
 ///   accepted and then dropped.
-final class ActorCell: MessageTarget, LoopRunnable, @unchecked Sendable {
+final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     enum Status { case idle, running, suspended, stopped }
 
     struct RemoteQueue {

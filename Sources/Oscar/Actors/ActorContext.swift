@@ -14,8 +14,8 @@ public struct ActorContext: Sendable {
     /// An actor on another node counts as stopped when its node is removed
     /// from the cluster (or downed).
     public func watch(_ other: ActorRef) {
-        if let cell = other.target as? ActorCell {
-            cell.addWatcher(ref)
+        if let watchable = other.target as? any Watchable {
+            watchable.addWatcher(ref)
         } else if other.target?.isRemote == true {
             system.watchRemote(other, by: ref)
         } else {
@@ -25,8 +25,8 @@ public struct ActorContext: Sendable {
 
     /// Undoes `watch`.
     public func unwatch(_ other: ActorRef) {
-        if let cell = other.target as? ActorCell {
-            cell.removeWatcher(ref)
+        if let watchable = other.target as? any Watchable {
+            watchable.removeWatcher(ref)
         } else if other.target?.isRemote == true {
             system.unwatchRemote(other, by: ref)
         }

@@ -48,6 +48,13 @@ extension MessageTarget {
     var isRemote: Bool { false }
 }
 
+/// A local target that tells its watchers `Terminated` when it ends: an
+/// actor cell, or a distributed actor.
+protocol Watchable: MessageTarget {
+    func addWatcher(_ watcher: ActorRef)
+    func removeWatcher(_ watcher: ActorRef)
+}
+
 /// A message waiting in a mailbox: a value sent locally, or the bytes of one
 /// that arrived from another node, decoded only when the actor takes it.
 enum MailboxEntry {

@@ -52,6 +52,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     /// The local distributed actors, weakly, by path.
     private let actors = Mutex<[String: Entry]>([:])
     private let counter = Atomic<Int>(0)
+    let watchCounter = Atomic<Int>(0)
 
     struct Entry {
         weak var actor: (any DistributedActor)?
@@ -67,7 +68,23 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         var decodable: [String: any (Error & Codable & Sendable).Type] = [:]
         for type in settings.decodableErrors { decodable[_mangledTypeName(type) ?? "\(type)"] = type }
         self.decodable = decodable
+        node.system.services.register(Slot(self))
     }
+
+    /// How actors of the message API (a distributed pool's routees) find
+    /// the system: weakly, so the node does not keep it alive.
+    final class Slot: Sendable {
+        private let weakSystem = Mutex<WeakSystem>(WeakSystem())
+        struct WeakSystem { weak var system: ClusterSystem? }
+        init(_ system: ClusterSystem) { weakSystem.withLock { $0.system = system } }
+        var system: ClusterSystem? { weakSystem.withLock { $0.system } }
+    }
+
+    /// Receptionist keys each local actor is checked in under, so that its
+    /// check-ins end with it.
+    private let checkIns = Mutex<[String: Set<String>]>([:])
+
+    func noteCheckIn(path: String, key: String) { checkIns.withLock { _ = $0[path, default: []].insert(key) } }
 
     /// Shuts the node down (its connections, actors and loops).
     public func shutdown() { node.shutdown() }
@@ -111,13 +128,23 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     public func resignID(_ id: ActorID) {
         _ = actors.withLock { $0.removeValue(forKey: id.path) }
+        let ref = node.system.ref(for: id)
+        (ref.target as? DistributedTarget)?.terminated(id)
         node.system.release(id.path)
+        for key in checkIns.withLock({ $0.removeValue(forKey: id.path) ?? [] }) {
+            node.receptionist.deregister(ref, from: ReceptionistKey<DistributedCall>(key))
+        }
     }
 
     public func resolve<Act>(id: ActorID, as actorType: Act.Type) throws -> Act?
     where Act: DistributedActor, Act.ID == ActorID {
         guard isLocal(id) else { return nil }  // remote: the runtime makes a proxy
-        guard let actor = actors.withLock({ $0[id.path]?.actor }) else { throw AskError.actorNotFound(id) }
+        guard let actor = actors.withLock({ $0[id.path]?.actor }) else {
+            // Something of the message API (a distributed pool): calls go
+            // to it as messages, through a proxy.
+            if node.system.target(at: id.path) != nil { return nil }
+            throw AskError.actorNotFound(id)
+        }
         guard let typed = actor as? Act else {
             throw AskError.handlerFailed("\(id) is a \(type(of: actor)), not a \(Act.self)")
         }

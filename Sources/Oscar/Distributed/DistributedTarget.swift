@@ -1,13 +1,36 @@
 import Distributed
+import Synchronization
 
 /// Where calls to one local distributed actor arrive, in the node's
 /// registry at the actor's path (so the transport and `ActorRef` reach it
 /// like any actor). Each call starts on the actor's loop in arrival order.
 /// Holds the actor only weakly, through the system's table.
-final class DistributedTarget: MessageTarget, @unchecked Sendable {
+final class DistributedTarget: Watchable, @unchecked Sendable {
     private weak var system: ClusterSystem?
     let path: String
     let loop: EventLoop
+    /// Told `Terminated` when the actor deinitializes; nil once it has.
+    private let watchers = Mutex<[ActorRef]?>([])
+
+    func addWatcher(_ watcher: ActorRef) {
+        let ended = watchers.withLock { w -> Bool in
+            guard w != nil else { return true }
+            if !w!.contains(watcher) { w!.append(watcher) }
+            return false
+        }
+        if ended { watcher.tell(Terminated(actor: ActorRef(address: address, target: self))) }
+    }
+
+    func removeWatcher(_ watcher: ActorRef) { watchers.withLock { $0?.removeAll { $0 == watcher } } }
+
+    /// The actor deinitialized: every watcher learns it, once.
+    func terminated(_ id: ActorAddress) {
+        let told = watchers.withLock { w in
+            defer { w = nil }
+            return w ?? []
+        }
+        for watcher in told { watcher.tell(Terminated(actor: ActorRef(address: id, target: self))) }
+    }
 
     init(system: ClusterSystem, path: String, loop: EventLoop) {
         self.system = system
