@@ -30,8 +30,12 @@ enum BenchCommand {
         case "w1", "w2", "w3":
             let port = try args.int("connect", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
+            let api = args.option("api") ?? "messages"
+            guard api == "messages" || (api == "distributed" && workload != "w1") else {
+                throw .usage("--api is messages or (for w2 and w3) distributed, not '\(api)'")
+            }
             try args.rejectUnknownOptions()
-            try await remote(workload, connectTo: port, spin: spin)
+            try await remote(workload, connectTo: port, spin: spin, distributed: api == "distributed")
         case "all":
             let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
@@ -67,10 +71,15 @@ enum BenchCommand {
     }
 
     /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
-    static func remote(_ workload: String, connectTo port: Int, spin: Duration) async throws(CLIError) {
+    static func remote(
+        _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false
+    ) async throws(CLIError) {
         Log.shared.level = .error
         if port != 0 {
-            try await report { try await RemoteBenchmark.run(workload, port: port, secret: secret, spin: spin) }
+            try await report {
+                try await RemoteBenchmark.run(
+                    workload, port: port, secret: secret, spin: spin, distributed: distributed)
+            }
             return
         }
         let server = Process()
@@ -93,7 +102,8 @@ enum BenchCommand {
         }
         let cpuBefore = ProcessStats.cpuSeconds
         do {
-            let figures = try await RemoteBenchmark.run(workload, port: p, secret: secret, spin: spin)
+            let figures = try await RemoteBenchmark.run(
+                workload, port: p, secret: secret, spin: spin, distributed: distributed)
             server.waitUntilExit()
             for figure in figures { print(figure) }
             let b = ProcessStats.children

@@ -47,9 +47,10 @@ let usage = """
                                       --report). Faults also: partition-halves, isolate-leader,
                                       restart. --netns (root): faults applied by the kernel
       oscar demo                      start a local actor system and show a round trip
-      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT]
+      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed]
                                       remote workloads W1-W3: this process is node A,
-                                      node B a fresh child 'oscar bench serve'
+                                      node B a fresh child 'oscar bench serve'; W2 and W3
+                                      with --api distributed call a distributed actor
       oscar bench w4 [--count N]      workload W4: local tell throughput
       oscar bench all                 W1-W4 once each
       oscar bench pool [--count 200000]

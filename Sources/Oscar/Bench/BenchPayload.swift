@@ -21,6 +21,9 @@ public struct Flush: Message {
 
 /// One line of benchmark output: `peer metric value unit`.
 public struct BenchFigure: Codable, Sendable, CustomStringConvertible {
+    /// The first column: `oscar`, or `oscar-distributed` for the
+    /// distributed-actor variant of a workload.
+    public var name = "oscar"
     public var metric: String
     public var value: Double
     public var unit: String
@@ -34,7 +37,7 @@ public struct BenchFigure: Codable, Sendable, CustomStringConvertible {
     public var description: String {
         let formatted =
             value >= 1000 || value == value.rounded() ? String(Int(value.rounded())) : String(format2(value))
-        return "oscar \(metric) \(formatted) \(unit)"
+        return "\(name) \(metric) \(formatted) \(unit)"
     }
 
     private func format2(_ v: Double) -> String {

@@ -43,8 +43,10 @@ public enum RemoteBenchmark {
             actors in
             actors.singleton("server") { Server(stop: { stopped.fire() }) }
         }
+        let distributed = DistributedBenchmark.host(on: node)  // for `--api distributed`
         ready(node.address.port)
         await stopped.wait()
+        withExtendedLifetime(distributed) {}
         node.shutdown()
     }
 
@@ -62,8 +64,8 @@ public enum RemoteBenchmark {
                 future: { _, m in
                     switch m.workload {
                     case "w1": return try await w1(m.server)
-                    case "w2": return try await w2(m.server)
-                    default: return try await w3(m.server)
+                    case "w2": return try await w2(askingEcho(m.server))
+                    default: return try await w3(askingEcho(m.server))
                     }
                 })
         }
@@ -81,14 +83,19 @@ public enum RemoteBenchmark {
     }
 
     /// Runs one workload against the server on `port` and returns its figures.
-    public static func run(_ workload: String, port: Int, secret: String, spin: Duration) async throws -> [BenchFigure]
-    {
+    /// With `distributed`, W2 and W3 call a distributed actor instead.
+    public static func run(
+        _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false
+    ) async throws -> [BenchFigure] {
         let node = try ClusterNode(settings: .init(secret: secret, loopCount: 1, spinBeforeBlock: spin))
         defer { node.shutdown() }
         let server = node.system.ref("oscar://127.0.0.1:\(port)/user/server")!
         let client = try node.system.spawn("client") { Client() }
         _ = try await server.ask(Identify(), timeout: .seconds(10))  // connected; not timed
-        let figures = try await client.ask(Run(workload: workload, server: server), timeout: .seconds(600))
+        let figures =
+            distributed
+            ? try await DistributedBenchmark.run(workload, node: node, port: port)
+            : try await client.ask(Run(workload: workload, server: server), timeout: .seconds(600))
         server.tell(Stop())
         _ = try? await server.ask(Identify(), timeout: .seconds(2))  // the stop has left
         return figures
@@ -105,17 +112,24 @@ public enum RemoteBenchmark {
         return [BenchFigure(metric: "w1_remote_tell_throughput", value: Double(n) / elapsed.seconds, unit: "msg/s")]
     }
 
-    static func w2(_ server: ActorRef) async throws -> [BenchFigure] {
-        for i in 1...2_000 { _ = try await server.ask(Echo(Payload(i: Int64(i)))) }
+    /// One W2/W3 request: sends payload `i`, returns the `i` of the reply.
+    typealias Request = @Sendable (Int64) async throws -> Int64
+
+    static func askingEcho(_ server: ActorRef) -> Request {
+        { i in try await server.ask(Echo(Payload(i: i)), timeout: .seconds(60)).i }
+    }
+
+    static func w2(_ request: Request) async throws -> [BenchFigure] {
+        for i in 1...2_000 { _ = try await request(Int64(i)) }
         let clock = ContinuousClock()
         var latencies: [Duration] = []
         latencies.reserveCapacity(20_000)
         let start = clock.now
         for i in 1...20_000 {
             let t = clock.now
-            let reply = try await server.ask(Echo(Payload(i: Int64(i))))
+            let reply = try await request(Int64(i))
             latencies.append(clock.now - t)
-            guard reply.i == Int64(i) else { throw Failure.wrongReply(expected: Int64(i), got: reply.i) }
+            guard reply == Int64(i) else { throw Failure.wrongReply(expected: Int64(i), got: reply) }
         }
         let total = clock.now - start
         latencies.sort()
@@ -128,7 +142,7 @@ public enum RemoteBenchmark {
         ]
     }
 
-    static func w3(_ server: ActorRef) async throws -> [BenchFigure] {
+    static func w3(_ request: @escaping Request) async throws -> [BenchFigure] {
         let total = 200_000
         let inFlight = 64
         let clock = ContinuousClock()
@@ -140,8 +154,8 @@ public enum RemoteBenchmark {
                 group.addTask {
                     var i = worker + 1
                     while i <= total {
-                        let reply = try await server.ask(Echo(Payload(i: Int64(i))), timeout: .seconds(60))
-                        guard reply.i == Int64(i) else { throw Failure.wrongReply(expected: Int64(i), got: reply.i) }
+                        let reply = try await request(Int64(i))
+                        guard reply == Int64(i) else { throw Failure.wrongReply(expected: Int64(i), got: reply) }
                         i += inFlight
                     }
                 }

@@ -47,6 +47,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     public let node: ClusterNode
     let settings: Settings
+    /// `decodableErrors` by the name a thrower sends (`String(reflecting:)`).
     private let decodable: [String: any (Error & Codable & Sendable).Type]
 
     /// The local distributed actors, weakly, by path.
@@ -66,7 +67,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         self.node = node
         self.settings = settings
         var decodable: [String: any (Error & Codable & Sendable).Type] = [:]
-        for type in settings.decodableErrors { decodable[_mangledTypeName(type) ?? "\(type)"] = type }
+        for type in settings.decodableErrors { decodable[String(reflecting: type)] = type }
         self.decodable = decodable
         node.system.services.register(Slot(self))
     }
@@ -204,7 +205,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     private func remoteError(_ type: String, _ message: String, _ bytes: Data?) -> RemoteCallError {
         var error = RemoteCallError(typeName: type, message: message, value: nil)
-        if let bytes, let decodable = decodable.values.first(where: { String(reflecting: $0) == type }) {
+        if let bytes, let decodable = decodable[type] {
             error.value = try? node.system.decoder.decode(decodable, from: Array(bytes))
         }
         return error

@@ -11,7 +11,7 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
     init() {}
 
     public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {
-        guard let name = _mangledTypeName(type) else {
+        guard let name = TypeNames.name(of: type) else {
             throw RemoteCallError(typeName: "\(type)", message: "has no mangled name to send", value: nil)
         }
         call.generics.append(name)
@@ -22,10 +22,10 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
     }
 
     public mutating func recordReturnType<R: Codable>(_ type: R.Type) throws {
-        call.returnType = _mangledTypeName(type)
+        call.returnType = TypeNames.name(of: type)
     }
 
-    public mutating func recordErrorType<E: Error>(_ type: E.Type) throws { call.errorType = _mangledTypeName(type) }
+    public mutating func recordErrorType<E: Error>(_ type: E.Type) throws { call.errorType = TypeNames.name(of: type) }
 
     public mutating func doneRecording() throws {}
 }
@@ -44,7 +44,7 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
 
     public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
         try call.generics.map { name in
-            guard let type = _typeByName(name) else {
+            guard let type = TypeNames.type(named: name) else {
                 throw RemoteCallError(typeName: name, message: "is not a type this node knows", value: nil)
             }
             return type
@@ -64,9 +64,9 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
         }
     }
 
-    public mutating func decodeErrorType() throws -> Any.Type? { call.errorType.flatMap(_typeByName) }
+    public mutating func decodeErrorType() throws -> Any.Type? { call.errorType.flatMap(TypeNames.type(named:)) }
 
-    public mutating func decodeReturnType() throws -> Any.Type? { call.returnType.flatMap(_typeByName) }
+    public mutating func decodeReturnType() throws -> Any.Type? { call.returnType.flatMap(TypeNames.type(named:)) }
 }
 
 /// Sends a call's outcome back to its caller (a reply to the call's ask).
