@@ -54,6 +54,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     private let actors = Mutex<[String: Entry]>([:])
     private let counter = Atomic<Int>(0)
     let watchCounter = Atomic<Int>(0)
+    let virtual = Mutex(VirtualState())
 
     struct Entry {
         weak var actor: (any DistributedActor)?
@@ -139,7 +140,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     public func resolve<Act>(id: ActorID, as actorType: Act.Type) throws -> Act?
     where Act: DistributedActor, Act.ID == ActorID {
-        guard isLocal(id) else { return nil }  // remote: the runtime makes a proxy
+        guard isLocal(id), Self.virtualTarget(id) == nil else { return nil }  // remote or virtual: a proxy
         guard let actor = actors.withLock({ $0[id.path]?.actor }) else {
             // Something of the message API (a distributed pool): calls go
             // to it as messages, through a proxy.
@@ -200,6 +201,9 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         async throws(AskError) -> DistributedReply
     {
         invocation.call.target = target.identifier
+        if let (kind, key) = Self.virtualTarget(id) {
+            return try await virtualCall(kind: kind, key: key, invocation.call)
+        }
         return try await node.system.ref(for: id).ask(invocation.call, timeout: settings.callTimeout)
     }
 

@@ -6,7 +6,7 @@
 /// key belongs to the first member at or after the key's place. The hash is
 /// FNV-1a with a final mix, fixed for all processes and runs: Swift's own
 /// `Hasher` is seeded per process, and two nodes must agree.
-struct HashRing<Member: Hashable> {
+struct HashRing<Member: Hashable & Sendable>: Sendable {
     private var points: [(place: UInt64, member: Member)] = []
 
     static var pointsPerMember: Int { 128 }

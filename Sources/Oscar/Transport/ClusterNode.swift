@@ -181,6 +181,10 @@ public final class ClusterNode: Sendable {
         return ManagementRoutes.respond(request, snapshot)
     }
 
+    /// Calls `body` with every membership event, in order, on the
+    /// membership loop, before any `events` subscriber sees it.
+    func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) { hub.listen(body) }
+
     /// Membership changes as this node sees them, from now on.
     public var events: AsyncStream<ClusterEvent> { hub.subscribe() }
 

@@ -1,0 +1,204 @@
+import Distributed
+import Foundation
+import Synchronization
+
+/// A call to a virtual actor, sent to the node its identity is placed on.
+struct VirtualCall: Message {
+    typealias Reply = DistributedReply
+    static var manifest: String { "oscar.distributed.virtual" }
+    var kind: String
+    var key: String
+    var call: DistributedCall
+}
+
+extension ClusterSystem {
+    /// Lets this node host virtual actors of type `A`, registered under
+    /// `kind` (the same on every node). `make` activates one for a key.
+    /// An activation unused for `idleTimeout` is deactivated.
+    public func registerVirtual<A: DistributedActor>(
+        _ type: A.Type, kind: String, idleTimeout: Duration = .seconds(60),
+        _ make: @escaping @Sendable (ClusterSystem, String) -> A
+    ) throws where A.ActorSystem == ClusterSystem {
+        let host = VirtualHost(system: self, kind: kind, idleTimeout: idleTimeout) { system, key in
+            system.named("\(VirtualHost.activationsPath)/\(kind)/\(key)") { make(system, key) }
+        }
+        try node.system.claim(host, at: ActorAddress(node: node.address, path: "\(VirtualHost.path)/\(kind)"))
+        virtual.withLock { v in
+            v.kinds[ObjectIdentifier(A.self)] = kind
+            v.hosts.append(host)
+        }
+        startFollowingMembership()
+        host.scheduleSweep()
+    }
+
+    /// The virtual actor of type `A` with identity `key`: a proxy. Each call
+    /// goes to the node that `key` is placed on (consistent hashing over the
+    /// up and reachable members), which activates the actor at its first
+    /// call. While membership is stable there is at most one activation per
+    /// identity; when the placement moves, the old one is deactivated.
+    public func virtualActor<A: DistributedActor>(_ type: A.Type, id key: String) throws -> A
+    where A.ActorSystem == ClusterSystem {
+        guard let kind = virtual.withLock({ $0.kinds[ObjectIdentifier(A.self)] }) else {
+            throw AskError.handlerFailed("\(A.self) is not registered as a virtual actor on this node")
+        }
+        return try A.resolve(
+            id: ActorAddress(node: node.address, path: "\(VirtualHost.path)/\(kind)/\(key)"), using: self)
+    }
+
+    /// The node `key` of `kind` is placed on now, as this node sees it.
+    public func placement(kind: String, key: String) -> NodeAddress {
+        virtual.withLock { $0.ring.member(for: Array("\(kind)/\(key)".utf8)) } ?? node.address
+    }
+
+    /// Activations hosted here, by kind (tests and diagnostics).
+    public func activations(kind: String) -> [String] {
+        virtual.withLock { $0.hosts.first { $0.kind == kind } }?.keys ?? []
+    }
+
+    /// A virtual actor's ID is `/virtual/<kind>/<key>` on the caller's node.
+    static func virtualTarget(_ id: ActorID) -> (kind: String, key: String)? {
+        let parts = id.path.split(separator: "/", maxSplits: 2)
+        guard parts.count == 3, "/" + parts[0] == VirtualHost.path else { return nil }
+        return (String(parts[1]), String(parts[2]))
+    }
+
+    /// Sends a call to a virtual actor to the node its key is placed on.
+    func virtualCall(kind: String, key: String, _ call: DistributedCall) async throws(AskError) -> DistributedReply {
+        let host = ActorAddress(node: placement(kind: kind, key: key), path: "\(VirtualHost.path)/\(kind)")
+        return try await node.system.ref(for: host).ask(
+            VirtualCall(kind: kind, key: key, call: call), timeout: settings.callTimeout)
+    }
+
+    /// Rebuilds the placement ring from this node's view after every
+    /// membership event, and lets the hosts hand over what moved.
+    private func startFollowingMembership() {
+        let first = virtual.withLock { v in
+            defer { v.following = true }
+            return !v.following
+        }
+        guard first else { return }
+        node.listen { [weak self] _ in self?.refreshPlacement() }
+        refreshPlacement()
+    }
+
+    private func refreshPlacement() {
+        Task { [weak self] in
+            guard let self, let view = try? await self.node.membership(timeout: .seconds(2)) else { return }
+            let members = view.members.filter { $0.status == .up && !view.unreachable.contains($0.uid) }
+            let ring = HashRing(members.map { (member: $0.node, name: "\($0.node.host):\($0.node.port)") })
+            let hosts = self.virtual.withLock { v in
+                v.ring = ring
+                return v.hosts
+            }
+            for host in hosts { host.dropMisplaced() }
+        }
+    }
+}
+
+/// What a `ClusterSystem` knows of virtual actors.
+struct VirtualState: Sendable {
+    var kinds: [ObjectIdentifier: String] = [:]
+    var hosts: [VirtualHost] = []
+    var ring = HashRing<NodeAddress>([])
+    var following = false
+}
+
+/// Hosts the activations of one kind of virtual actor on this node, at
+/// `/virtual/<kind>`: activates on the first call for a key, holds the
+/// activation (the system's table is weak), and deactivates it when idle
+/// or when its key is placed elsewhere.
+final class VirtualHost: MessageTarget, @unchecked Sendable {
+    static let path = "/virtual"
+    static let activationsPath = "/virtual-activations"
+
+    let kind: String
+    private weak var system: ClusterSystem?
+    private let idleTimeout: Duration
+    private let activate: @Sendable (ClusterSystem, String) -> any DistributedActor
+    private let live = Mutex<[String: (actor: any DistributedActor, lastUsed: UInt64)]>([:])
+
+    init(
+        system: ClusterSystem, kind: String, idleTimeout: Duration,
+        activate: @escaping @Sendable (ClusterSystem, String) -> any DistributedActor
+    ) {
+        self.system = system
+        self.kind = kind
+        self.idleTimeout = idleTimeout
+        self.activate = activate
+    }
+
+    var keys: [String] { live.withLock { Array($0.keys).sorted() } }
+
+    func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+        guard let call = message as? VirtualCall else {
+            return refuseMessage(
+                reply, manifest: M.manifest, to: address, .unhandled(manifest: M.manifest, address), in: nil)
+        }
+        route(call, reply: reply)
+    }
+
+    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+        let name = String(decoding: manifest, as: UTF8.self)
+        guard name == VirtualCall.manifest, let system,
+            let call = try? system.node.system.decoder.decode(VirtualCall.self, from: payload)
+        else {
+            return refuseMessage(reply, manifest: name, to: address, .decodeFailed("not a virtual call"), in: nil)
+        }
+        route(call, reply: reply)
+    }
+
+    private var address: ActorAddress {
+        ActorAddress(node: system?.node.address ?? NodeAddress(host: "?", port: 0), path: "\(Self.path)/\(kind)")
+    }
+
+    /// Hands the call to the key's activation, activating it first if needed.
+    private func route(_ call: VirtualCall, reply: (any ReplyTarget)?) {
+        guard let system else {
+            return refuseMessage(reply, manifest: VirtualCall.manifest, to: address, .stopped(address), in: nil)
+        }
+        let now = MonotonicTime.now()
+        live.withLock { live in
+            if live[call.key] != nil {
+                live[call.key]!.lastUsed = now
+            } else {
+                live[call.key] = (activate(system, call.key), now)
+            }
+        }
+        let activation = ActorAddress(node: system.node.address, path: "\(Self.activationsPath)/\(kind)/\(call.key)")
+        system.node.system.ref(for: activation).target?.deliver(call.call, reply: reply)
+    }
+
+    /// Deactivates the activations whose key is now placed on another node.
+    func dropMisplaced() {
+        guard let system else { return }
+        let me = system.node.address
+        let dropped = live.withLock { live -> [any DistributedActor] in
+            let moved = live.keys.filter {
+                let placed = system.placement(kind: kind, key: $0)
+                return placed.host != me.host || placed.port != me.port
+            }
+            return moved.compactMap { live.removeValue(forKey: $0)?.actor }
+        }
+        if !dropped.isEmpty { Log.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes") }
+    }
+
+    /// Every half idle timeout, deactivates what was idle for a whole one.
+    func scheduleSweep() {
+        guard let system else { return }
+        let loop = system.node.system.loops.next()
+        let every = idleTimeout / 2
+        _ = loop.execute { [weak self] in
+            loop.scheduleTimer(after: every) { [weak self] in
+                self?.sweep()
+                self?.scheduleSweep()
+            }
+        }
+    }
+
+    private func sweep() {
+        let cutoff = MonotonicTime.now() &- UInt64(idleTimeout.nanoseconds)
+        live.withLock { live in
+            for (key, entry) in live where entry.lastUsed < cutoff { live[key] = nil }
+        }
+    }
+}
