@@ -196,6 +196,19 @@ distributed actor Greeter {
         await watchLocal.value
         #expect(localEnded.count == 1)
 
+        // A remote actor that deinitializes while its node lives on.
+        var short: Greeter? = c.named("short-lived") { Greeter(actorSystem: c) }
+        let shortID = short!.id
+        let shortEnded = Tally()
+        let watchShort = Task {
+            await a.terminated(shortID)
+            shortEnded.increment()
+        }
+        #expect(try await Greeter.resolve(id: shortID, using: a).greet("y").hasPrefix("hello"))
+        short = nil
+        await watchShort.value
+        #expect(shortEnded.count == 1)
+
         let onC = c.named("far") { Greeter(actorSystem: c) }
         let remoteEnded = Tally()
         let watchRemote = Task {

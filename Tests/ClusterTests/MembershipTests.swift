@@ -100,8 +100,10 @@ extension MembershipTests {
         defer { [other, seed].forEach { $0.shutdown() } }
         #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 2 })
         let watcher = try seed.system.spawn("watcher") { RemoteWatcher() }
-        let remoteEcho = seed.system.ref("oscar://127.0.0.1:\(other.address.port)/user/nobody-needed")!
+        try other.system.spawn("watched") { PingActor() }
+        let remoteEcho = seed.system.ref("oscar://127.0.0.1:\(other.address.port)/user/watched")!
         _ = try await watcher.ask(WatchRemote(target: remoteEcho))
+        _ = try await remoteEcho.ask(Ping(n: 1))  // the watch request went first on this connection
         #expect(try await watcher.ask(TerminatedSeen()).isEmpty)
         other.leave()
         #expect(
@@ -112,6 +114,31 @@ extension MembershipTests {
 }
 
 extension MembershipTests {
+    @Test func watchingARemoteActorThatStopsOnALiveNodeDeliversTerminatedOnce() async throws {
+        let seed = try clusterNode()
+        let other = try clusterNode(seeds: [seed.address])
+        defer { [other, seed].forEach { $0.shutdown() } }
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 2 })
+        let watcher = try seed.system.spawn("watcher") { RemoteWatcher() }
+        let watchedHere = try other.system.spawn("watched") { PingActor() }
+        let watched = seed.system.ref("oscar://127.0.0.1:\(other.address.port)/user/watched")!
+        let missing = seed.system.ref("oscar://127.0.0.1:\(other.address.port)/user/missing")!
+        _ = try await watcher.ask(WatchRemote(target: watched))
+        _ = try await watcher.ask(WatchRemote(target: missing))
+        // No such actor there: Terminated at once.
+        #expect(
+            await eventually { (try? await watcher.ask(TerminatedSeen())) == [missing.address.uri] })
+        other.system.stop(watchedHere)
+        #expect(
+            await eventually {
+                (try? await watcher.ask(TerminatedSeen())) == [missing.address.uri, watched.address.uri]
+            })
+        // The node leaving later does not tell it again.
+        other.leave()
+        #expect(await eventually(timeout: .seconds(15)) { await upCount(seed) == 1 })
+        #expect(try await watcher.ask(TerminatedSeen()) == [missing.address.uri, watched.address.uri])
+    }
+
     /// One GET over a plain socket, off the cooperative pool.
     static func get(_ path: String, port: Int) async throws -> (status: Int, body: String) {
         try await offThePool {

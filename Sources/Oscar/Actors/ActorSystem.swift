@@ -195,14 +195,40 @@ public final class ActorSystem: Sendable {
 
     // MARK: - Remote death watch
 
-    /// Remembers that `watcher` watches `watched`, an actor on another node.
+    /// Remembers that `watcher` watches `watched`, an actor on another node,
+    /// and (for its first watcher here) asks that node's death-watch actor
+    /// to tell this node when it stops. Its node's removal ends it too.
     func watchRemote(_ watched: ActorRef, by watcher: ActorRef) {
         let key = "\(watched.address.node.host):\(watched.address.node.port)"
-        remoteWatches.withLock { w in
-            if !(w[key]?.contains { $0.watched == watched && $0.watcher == watcher } ?? false) {
-                w[key, default: []].append((watched, watcher))
-            }
+        let first = remoteWatches.withLock { w -> Bool in
+            let entries = w[key] ?? []
+            if entries.contains(where: { $0.watched == watched && $0.watcher == watcher }) { return false }
+            w[key, default: []].append((watched, watcher))
+            return !entries.contains { $0.watched.address.path == watched.address.path }
         }
+        if first {
+            let theirs = ActorAddress(node: watched.address.node, path: DeathWatch.path)
+            ref(for: theirs).tell(
+                DeathWatch.Watch(
+                    path: watched.address.path, notify: ref(for: ActorAddress(node: node, path: DeathWatch.path))))
+        }
+    }
+
+    /// An actor on another node stopped (its node's death-watch actor said
+    /// so): each watcher here gets `Terminated`, once.
+    func remoteActorStopped(_ stopped: ActorAddress) {
+        let key = "\(stopped.node.host):\(stopped.node.port)"
+        let told = remoteWatches.withLock { w -> [(watched: ActorRef, watcher: ActorRef)] in
+            let matching = (w[key] ?? []).filter {
+                $0.watched.address.path == stopped.path
+                    && ($0.watched.address.node.uid == 0 || $0.watched.address.node.uid == stopped.node.uid)
+            }
+            w[key]?.removeAll { entry in
+                matching.contains { $0.watched == entry.watched && $0.watcher == entry.watcher }
+            }
+            return matching
+        }
+        for (watched, watcher) in told { watcher.tell(Terminated(actor: watched)) }
     }
 
     func unwatchRemote(_ watched: ActorRef, by watcher: ActorRef) {

@@ -147,6 +147,7 @@ public final class ClusterNode: Sendable {
         }
         let gate = faults
         _ = try? system.spawn(path: FaultControl.path, on: transport.ioLoop) { FaultControl(gate: gate) }
+        _ = try? system.spawn(path: DeathWatch.path, on: transport.ioLoop) { DeathWatch() }
         // A fresh system: the path is free.
         _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
             MembershipShell(
