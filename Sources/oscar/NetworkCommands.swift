@@ -90,7 +90,7 @@ enum NetworkCommands {
         Log.shared.setPrefix("[\(node.address)]")
         print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
         print(
-            "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), /user/workers (Work: a pool across the cluster)"
+            "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), /user/workers (Work: a pool across the cluster), /user/greeter (distributed: .greet, .add, .check)"
         )
         if let management = node.managementPort {
             print("management: http://\(config.httpHost):\(management)/members, /health, /metrics")
@@ -104,6 +104,7 @@ enum NetworkCommands {
         // membership removing it, or the bound on a graceful leave.
         let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
         let workload = chaos?.start(on: node)
+        let greeter = Demo.hostGreeter(on: node)  // the distributed demo actor, /user/greeter
         node.onRemoved { reason in
             chaos?.recorder.record(.removed, detail: reason)
             Log.shared.warning("leaving the cluster: \(reason)")
@@ -124,6 +125,7 @@ enum NetworkCommands {
             bound.cancel()
         }
         workload?.cancel()
+        withExtendedLifetime(greeter) {}
         node.shutdown()
         print("oscar node stopped")
     }
@@ -236,9 +238,28 @@ enum NetworkCommands {
             ref: node.system.ref(for: address), node: node, manifest: manifest, value: value, timeout: timeout)
     }
 
+    /// `oscar ask URI Type '{json}'` asks with a message; `oscar ask URI
+    /// .function '[args]'` calls a distributed function by name, with its
+    /// arguments as a JSON array.
     static func ask(_ args: inout Arguments, json: Bool) async throws(CLIError) {
         let t = try target(&args, command: "ask")
         defer { t.node.shutdown() }
+        if t.manifest.hasPrefix(".") {
+            guard case .array(let arguments) = t.value else {
+                throw .usage("the arguments of \(t.manifest) are a JSON array, such as '[\"Ada\"]' or '[]'")
+            }
+            do {
+                print(
+                    JSONBridge.json(
+                        from: try await t.ref.call(
+                            String(t.manifest.dropFirst()), arguments: arguments, timeout: t.timeout)))
+            } catch let error as AskError {
+                throw askFailure(error)
+            } catch {
+                throw .failed("\(error)")
+            }
+            return
+        }
         do {
             let reply = try await t.ref.ask(manifest: t.manifest, value: t.value, timeout: t.timeout)
             print(JSONBridge.json(from: reply))

@@ -32,6 +32,9 @@ let usage = """
                                       mark a member down (it is removed without leaving)
       oscar ask URI Type JSON [--timeout 5s] [--secret S]
                                       ask an actor; prints the reply as JSON
+      oscar ask URI .function JSON-ARRAY [--timeout 5s] [--secret S]
+                                      call a distributed actor's function by name, e.g.
+                                      oscar ask oscar://127.0.0.1:7000/user/greeter .greet '["Ada"]'
       oscar tell URI Type JSON [--secret S]
                                       tell an actor (waits until it has arrived)
       oscar health [--http 127.0.0.1:8080]

@@ -221,3 +221,26 @@ distributed actor Greeter {
         watchRemote.cancel()
     }
 }
+
+extension DistributedActorTests {
+    @Test func aFunctionCanBeCalledByNameWithCBORArguments() async throws {
+        let (a, b) = (try Self.system(), try Self.system())
+        defer { [a, b].forEach { $0.shutdown() } }
+        let greeter = a.named("by-name") { Greeter(actorSystem: a) }
+        let ref = b.node.system.ref(for: greeter.id)
+        #expect(
+            try await ref.call("greet", arguments: [.text("Ada")]) == .text("hello, Ada, from \(a.node.address.port)"))
+        #expect(try await ref.call("record", arguments: [.unsigned(7)]) == .null)
+        #expect(try await greeter.recorded() == [7])
+        await #expect {
+            _ = try await ref.call("nope", arguments: [])
+        } throws: { error in
+            "\(error)".contains("has no distributed func nope; it has: echo(")
+        }
+        await #expect {
+            _ = try await ref.call("echo", arguments: [.unsigned(1)])
+        } throws: { error in
+            "\(error)".contains("is generic: it cannot be called by name")
+        }
+    }
+}

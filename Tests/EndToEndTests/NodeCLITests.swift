@@ -29,6 +29,19 @@ import Testing
         let other = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portA)/user/counter", "GetCount", "{}"])
         #expect(other.stdout == "0\n")
 
+        // The distributed greeter, called by function name with JSON arguments.
+        let greeting = try await OscarProcess.run([
+            "ask", "oscar://127.0.0.1:\(portB)/user/greeter", ".greet", #"["Ada"]"#,
+        ])
+        #expect(greeting.status == 0, "\(greeting.stderr)")
+        #expect(greeting.stdout.hasPrefix("\"hello, Ada, from 127.0.0.1:\(portB)"))
+        let sum = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portB)/user/greeter", ".add", "[2, 40]"])
+        #expect(sum.stdout == "42\n")
+        let thrown = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portB)/user/greeter", ".check", "[-3]"])
+        #expect(thrown.status == 1 && thrown.stderr.contains("DemoError: -3 is negative"), "\(thrown.stderr)")
+        let unknown = try await OscarProcess.run(["ask", "oscar://127.0.0.1:\(portB)/user/greeter", ".nope", "[]"])
+        #expect(unknown.status == 1 && unknown.stderr.contains("has no distributed func nope; it has: add("))
+
         // Both nodes logged the connections, and stop cleanly on SIGINT / SIGTERM.
         kill(a.process.processIdentifier, SIGINT)
         kill(b.process.processIdentifier, SIGTERM)

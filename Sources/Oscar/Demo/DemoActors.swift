@@ -1,3 +1,5 @@
+import Distributed
+
 /// The actors every `oscar` node hosts, so a cluster can be tried from the
 /// terminal: `echo`, `counter`, `kv`, and the `workers` cluster pool.
 public enum Demo {
@@ -115,5 +117,47 @@ public enum Demo {
         actors.singleton("counter") { CounterActor() }
         actors.singleton("kv") { KVActor() }
         actors.clusterPool("workers", ClusterPoolSettings(perNode: 2)) { Worker() }
+    }
+}
+
+extension Demo {
+    /// A distributed actor every `oscar node` hosts at `/user/greeter`, for
+    /// trying distributed calls from the terminal:
+    /// `oscar ask oscar://127.0.0.1:7000/user/greeter .greet '["Ada"]'`.
+    public distributed actor Greeter {
+        public typealias ActorSystem = ClusterSystem
+        public nonisolated var unownedExecutor: UnownedSerialExecutor { actorSystem.executor(for: id) }
+
+        private var greeted = 0
+
+        /// A greeting naming the node that made it.
+        public distributed func greet(_ name: String) -> String {
+            greeted += 1
+            return "hello, \(name), from \(actorSystem.node.address) (greeting \(greeted))"
+        }
+
+        public distributed func add(_ a: Int, _ b: Int) -> Int { a + b }
+
+        /// Throws for a negative amount, to try errors.
+        public distributed func check(_ amount: Int) throws -> Int {
+            guard amount >= 0 else { throw DemoError.negative(amount) }
+            return amount
+        }
+    }
+
+    public enum DemoError: Error, Codable, Sendable, CustomStringConvertible {
+        case negative(Int)
+        public var description: String {
+            switch self {
+            case .negative(let n): "\(n) is negative"
+            }
+        }
+    }
+
+    /// Hosts the demo greeter on `node`; keep the result for as long as it
+    /// should answer.
+    public static func hostGreeter(on node: ClusterNode) -> (ClusterSystem, Greeter) {
+        let system = ClusterSystem(node: node)
+        return (system, system.named("greeter") { Greeter(actorSystem: system) })
     }
 }

@@ -1,4 +1,5 @@
 import Distributed
+import Foundation
 import Synchronization
 
 /// A receptionist key for distributed actors of one type:
@@ -138,5 +139,27 @@ final class TerminationWaiter: Reactor {
                 me.done.resume()
                 me.context?.stop()
             })
+    }
+}
+
+extension ActorRef {
+    /// Calls the distributed function `function` of the distributed actor
+    /// at this ref, by name (`greet`, or a signature prefix such as
+    /// `add(Swift.Int` for an overload), with arguments as CBOR values: what
+    /// `oscar ask URI .greet '["Ada"]'` does. Returns the result as a CBOR
+    /// value (`null` for a function that returns nothing). Generic functions
+    /// cannot be called this way. An error the function throws comes back as
+    /// `RemoteCallError`.
+    public func call(
+        _ function: String, arguments: [CBORValue], timeout: Duration = .seconds(5)
+    ) async throws
+        -> CBORValue
+    {
+        let call = DistributedCall(target: function, arguments: arguments.map { Data($0.cbor) })
+        switch try await ask(call, timeout: timeout) {
+        case .value(let bytes): return try CBORValue(cbor: Array(bytes))
+        case .void: return .null
+        case .error(let type, let message, _): throw RemoteCallError(typeName: type, message: message, value: nil)
+        }
     }
 }

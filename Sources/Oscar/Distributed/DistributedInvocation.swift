@@ -60,7 +60,8 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
         do {
             return try decoder.decode(Argument.self, from: Array(call.arguments[next]))
         } catch {
-            throw AskError.decodeFailed("argument \(next + 1) of \(call.target) as \(Argument.self): \(error)")
+            throw AskError.decodeFailed(
+                "argument \(next + 1) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
         }
     }
 

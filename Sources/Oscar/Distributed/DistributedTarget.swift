@@ -70,6 +70,15 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         guard let system, let actor = system.actor(at: path) else {
             return refuse(reply, DistributedCall.manifest, .actorNotFound(address))
         }
+        var call = call
+        if !call.target.hasPrefix("$s") {
+            // Named by function (`oscar ask URI .greet ...`): find its symbol.
+            do {
+                call.target = try CallableFunctions.identifier(of: call.target, on: type(of: actor))
+            } catch {
+                return refuse(reply, DistributedCall.manifest, error)
+            }
+        }
         let loop = self.loop
         let work = UncheckedSendable((actor, reply, system))
         Task(executorPreference: loop.taskExecutor) {
