@@ -29,10 +29,10 @@ struct ChaosNodeOptions {
     }
 
     /// Starts recording and the workload on `node`.
-    func start(on node: ClusterNode) -> Task<Void, Never> {
-        recorder.bind(to: node.address)
+    func start(on system: ClusterSystem) -> Task<Void, Never> {
+        recorder.bind(to: system.node.address)
         recorder.record(.nodeStart, pid: getpid())
         let (recorder, settings) = (self.recorder, self.settings)
-        return Task { await ChaosWorkload.run(on: node, settings: settings, recorder: recorder) }
+        return Task { await ChaosWorkload.run(on: system, settings: settings, recorder: recorder) }
     }
 }

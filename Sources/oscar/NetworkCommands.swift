@@ -103,8 +103,8 @@ enum NetworkCommands {
         // Everything that can end the node arrives on one stream: a signal,
         // membership removing it, or the bound on a graceful leave.
         let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
-        let workload = chaos?.start(on: node)
         let greeter = Demo.hostGreeter(on: node)  // the distributed demo actor, /user/greeter
+        let workload = chaos?.start(on: greeter.0)
         node.onRemoved { reason in
             chaos?.recorder.record(.removed, detail: reason)
             Log.shared.warning("leaving the cluster: \(reason)")

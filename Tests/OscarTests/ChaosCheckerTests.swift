@@ -132,6 +132,32 @@ import Testing
         #expect(failures(healthy).isEmpty)
     }
 
+    @Test func twoActivationsOfAVirtualIdentityFailOnlyWhileMembershipIsStable() {
+        let all = [Self.a: "up", Self.b: "up", Self.c: "up"]
+        let stable = [
+            Self.view(0, Self.a, all), Self.e(1, Self.a, .activationStart, target: "k1"),
+            Self.e(1.5, Self.b, .activationStart, target: "k1"),
+            Self.e(8, Self.c, .invoke, op: 1, target: "virtual@k1", value: 2000),
+            Self.e(8.1, Self.c, .ok, op: 1, target: "virtual@k1"),
+        ]
+        let found = failures(stable).filter { $0.contains("activations") }
+        #expect(found.count == 1)
+        #expect(
+            found.first?.hasPrefix(
+                "two activations of virtual k1 while membership was stable: on 127.0.0.1:7000 (since 1.0 s) and on 127.0.0.1:7001 (since 1.5 s)"
+            ) == true, "\(found)")
+
+        // A hand-over just after a membership change: the old one ends in time.
+        let handOver = [
+            Self.view(0, Self.a, all), Self.e(1, Self.a, .activationStart, target: "k1"),
+            Self.view(5, Self.b, [Self.a: "up", Self.b: "up", Self.c: "up", "127.0.0.1:7003": "up"]),
+            Self.e(5.2, Self.b, .activationStart, target: "k1"), Self.e(6, Self.a, .activationStop, target: "k1"),
+            Self.e(12, Self.c, .invoke, op: 1, target: "virtual@k1", value: 2000),
+            Self.e(12.1, Self.c, .ok, op: 1, target: "virtual@k1"),
+        ]
+        #expect(failures(handOver).filter { $0.contains("activations") }.isEmpty)
+    }
+
     @Test func aCrashAndMissingConvergenceAndMemoryFail() {
         var doctored = Self.clean.filter { $0.kind != .converged }
         doctored.append(Self.e(6, Self.c, .exit, uid: nil, pid: 12, detail: "signal 11"))

@@ -10,6 +10,9 @@ public struct ChaosChecker: Sendable {
         public var convergenceBound = Duration.seconds(30)
         /// No node process may grow past this resident size.
         public var rssLimit = 256 * 1024 * 1024
+        /// Membership counts as stable this long after the last change (a
+        /// view change, a fault, a heal, a process starting or ending).
+        public var settle = Duration.seconds(5)
         public init() {}
     }
 
@@ -56,6 +59,7 @@ public struct ChaosChecker: Sendable {
             stream(events, clock, &tally),
             convergence(events, &tally),
             singletons(events, clock),
+            virtualActivations(events, clock),
             splitBrain(events, clock),
             crashes(events, clock),
             memory(events, &tally),
@@ -75,8 +79,11 @@ public struct ChaosChecker: Sendable {
     struct Timeline {
         let origin: UInt64
         init(_ events: [ChaosEvent]) { origin = events.first?.t ?? 0 }
-        func at(_ t: UInt64) -> String {
-            let ms = (Int64(bitPattern: t &- origin)) / 1_000_000
+        func at(_ t: UInt64) -> String { seconds(t &- origin) }
+
+        /// A span in seconds with one decimal, such as `12.3 s`.
+        func seconds(_ span: UInt64) -> String {
+            let ms = Int64(bitPattern: span) / 1_000_000
             return "\(ms / 1000).\(String(ms % 1000 / 100)) s"
         }
     }
@@ -250,6 +257,53 @@ public struct ChaosChecker: Sendable {
             }
         }
         return Check(name: "never two singletons active at once", findings: findings)
+    }
+
+    // MARK: - Virtual actors
+
+    /// At most one activation per virtual identity while membership is
+    /// stable: two activations of one key on different node processes may
+    /// overlap only within `settle` of a membership change.
+    private func virtualActivations(_ events: [ChaosEvent], _ clock: Timeline) -> Check {
+        struct Active {
+            var node: String
+            var uid: UInt64
+            var since: UInt64
+        }
+        let changes: Set<ChaosEvent.Kind> = [
+            .view, .fault, .heal, .kill, .start, .stop, .exit, .pause, .resume, .removed, .nodeStart,
+        ]
+        let settle = UInt64(settings.settle.nanoseconds)
+        var lastChange: UInt64 = 0
+        var active: [String: [Active]] = [:]
+        var reported: Set<String> = []
+        var findings: [String] = []
+        for e in events {
+            if e.t > lastChange + settle {
+                for (key, list) in active where list.count > 1 && !reported.contains(key) {
+                    reported.insert(key)
+                    let sides = list.map { "on \($0.node) (since \(clock.at($0.since)))" }.joined(separator: " and ")
+                    findings.append(
+                        "two activations of virtual \(key) while membership was stable: \(sides), both still active at \(clock.at(e.t)), \(clock.seconds(e.t - lastChange)) after the last membership change"
+                    )
+                }
+            }
+            if changes.contains(e.kind) { lastChange = e.t }
+            switch e.kind {
+            case .activationStart:
+                guard let key = e.target else { continue }
+                active[key, default: []].append(Active(node: e.node, uid: e.uid ?? 0, since: e.t))
+            case .activationStop:
+                guard let key = e.target else { continue }
+                if let i = active[key]?.firstIndex(where: { $0.node == e.node && $0.uid == (e.uid ?? 0) }) {
+                    active[key]?.remove(at: i)
+                }
+            case .kill, .exit:
+                for key in active.keys { active[key]?.removeAll { $0.node == e.node } }
+            default: break
+            }
+        }
+        return Check(name: "one activation per virtual identity while membership is stable", findings: findings)
     }
 
     // MARK: - Split brain

@@ -23,6 +23,9 @@ public struct ChaosEvent: Codable, Sendable, Equatable {
         case view
         case singletonStart = "singleton-start"
         case singletonStop = "singleton-stop"
+        /// A virtual actor was activated or deactivated here (`target` = its key).
+        case activationStart = "activation-start"
+        case activationStop = "activation-stop"
         /// A node process began recording (`pid`), membership removed it
         /// (`detail` says why), it finished its workload.
         case nodeStart = "node-start"

@@ -1,12 +1,15 @@
+import Distributed
 import Synchronization
 
 /// What every node of a chaos run does while the nemesis works, recording
 /// each step in its history:
 /// - asks, every `interval`: to the `echo` actor of a random member, to the
-///   `workers` cluster pool, and to the `ledger` cluster singleton;
+///   `workers` cluster pool, to the `ledger` cluster singleton, and calls to
+///   virtual actors (`ChaosAccount`, 8 identities);
 /// - with `streamTo`, a reliable stream to that node's consumer;
 /// - its own membership view, whenever it changes;
-/// - the ledger singleton's starts and stops, when it hosts it.
+/// - the ledger singleton's starts and stops, when it hosts it, and the
+///   activations of virtual actors it hosts.
 public enum ChaosWorkload {
     public struct Settings: Sendable {
         /// When the workload stops (`MonotonicTime` nanoseconds).
@@ -48,6 +51,32 @@ public enum ChaosWorkload {
         public var seq: UInt64
     }
 
+    /// The virtual actor of chaos runs: records its activation and
+    /// deactivation, counts deposits.
+    public distributed actor ChaosAccount {
+        public typealias ActorSystem = ClusterSystem
+        public nonisolated var unownedExecutor: UnownedSerialExecutor { actorSystem.executor(for: id) }
+        let key: String
+        let recorder: ChaosRecorder
+        private var balance = 0
+
+        init(actorSystem: ClusterSystem, key: String, recorder: ChaosRecorder) {
+            self.actorSystem = actorSystem
+            self.key = key
+            self.recorder = recorder
+            recorder.record(.activationStart, target: key)
+        }
+
+        deinit { recorder.record(.activationStop, target: key) }
+
+        public distributed func deposit(_ amount: Int) -> Int {
+            balance += amount
+            return balance
+        }
+    }
+
+    public static let virtualKind = "chaos-account"
+
     final class Ledger: Reactor {
         let recorder: ChaosRecorder
         var n = 0
@@ -76,8 +105,12 @@ public enum ChaosWorkload {
     /// Runs the workload on `node` until `settings.until`, then waits for
     /// every ask to end and (as producer) for the stream's last
     /// acknowledgement, bounded; records `workload-done` last.
-    public static func run(on node: ClusterNode, settings: Settings, recorder: ChaosRecorder) async {
+    public static func run(on cluster: ClusterSystem, settings: Settings, recorder: ChaosRecorder) async {
+        let node = cluster.node
         let system = node.system
+        try? cluster.registerVirtual(ChaosAccount.self, kind: virtualKind) { cluster, key in
+            ChaosAccount(actorSystem: cluster, key: key, recorder: recorder)
+        }
         _ = try? ReliableConsumer.spawn(on: system, name: streamConsumer, StreamItem.self) { item in
             recorder.record(.streamProcess, seq: item.seq)
         }
@@ -87,7 +120,7 @@ public enum ChaosWorkload {
             if let target = settings.streamTo {
                 group.addTask { await produce(on: system, to: target, settings: settings, recorder: recorder) }
             }
-            group.addTask { await ask(on: node, settings: settings, view: view, recorder: recorder) }
+            group.addTask { await ask(on: cluster, settings: settings, view: view, recorder: recorder) }
         }
         recorder.record(.workloadDone)
     }
@@ -125,16 +158,16 @@ public enum ChaosWorkload {
     }
 
     private static func ask(
-        on node: ClusterNode, settings: Settings, view: LatestView, recorder: ChaosRecorder
+        on cluster: ClusterSystem, settings: Settings, view: LatestView, recorder: ChaosRecorder
     )
         async
     {
+        let node = cluster.node
         let system = node.system
         let me = node.address
         var random = SplitMix64(seed: settings.seed &* 31 &+ UInt64(me.port))
         let inFlight = InFlight()
         let timeout = settings.askTimeout
-        let timeoutMillis = Int(timeout.nanoseconds / 1_000_000)
         await withTaskGroup(of: Void.self) { group in
             var op = 0
             while MonotonicTime.now() < settings.until {
@@ -152,19 +185,34 @@ public enum ChaosWorkload {
                     let text = "\(op)"
                     call = { () async throws(AskError) in _ = try await ref.ask(Demo.Echo(text: text), timeout: timeout)
                     }
-                } else if draw < 0.8 {
+                } else if draw < 0.7 {
                     target = "pool"
                     let ref = system.ref(for: ActorAddress(node: me, path: "/user/workers"))
                     let id = op
                     call = { () async throws(AskError) in _ = try await ref.ask(Demo.Work(id: id), timeout: timeout) }
-                } else {
+                } else if draw < 0.85 {
                     target = "singleton"
                     let ref = system.ref(for: ActorAddress(node: me, path: "/user/\(ledger)"))
                     call = { () async throws(AskError) in _ = try await ref.ask(Next(), timeout: timeout) }
+                } else {
+                    let key = "k\(random.next() % 8)"
+                    target = "virtual@\(key)"
+                    guard let account = try? cluster.virtualActor(ChaosAccount.self, id: key) else { continue }
+                    call = { () async throws(AskError) in
+                        do {
+                            _ = try await account.deposit(1)
+                        } catch let error as AskError {
+                            throw error
+                        } catch {
+                            throw .handlerFailed("\(error)")
+                        }
+                    }
                 }
                 let number = op
                 inFlight.count.add(1, ordering: .relaxed)
-                recorder.record(.invoke, op: number, target: target, value: timeoutMillis)
+                // Distributed calls time out after the system's call timeout.
+                let bound = target.hasPrefix("virtual@") ? cluster.settings.callTimeout : timeout
+                recorder.record(.invoke, op: number, target: target, value: Int(bound.nanoseconds / 1_000_000))
                 group.addTask {
                     do throws(AskError) {
                         try await call()
