@@ -35,8 +35,10 @@ import Testing
         #expect(svg.hasPrefix("<svg") && svg.contains("127.0.0.1:"))
         // The history holds every kind of line the checkers read.
         let history = try String(contentsOfFile: "\(dir)/history.jsonl", encoding: .utf8)
-        for kind in ["invoke", "ok", "stream-send", "stream-ack", "stream-process", "view", "singleton-start", "start"]
-        {
+        for kind in [
+            "invoke", "ok", "stream-send", "stream-ack", "stream-process", "view", "singleton-start",
+            "activation-start", "start",
+        ] {
             #expect(history.contains("\"kind\":\"\(kind)\""), "no \(kind) line in the history")
         }
     }
