@@ -75,7 +75,7 @@ distributed actor Greeter {
         // awaited before the next is sent.
         let loop = b.node.system.loops.next()
         let done = Tally()
-        let calls = underSanitizer ? 2_000 : 10_000
+        let calls = underSanitizer ? 300 : 10_000
         for i in 0..<calls {
             Task(executorPreference: loop.taskExecutor) {
                 try? await remote.record(i)

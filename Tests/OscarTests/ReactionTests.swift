@@ -67,10 +67,10 @@ import Testing
         let holder = try system.spawn("holder") { Holder(gate: gate) }
         holder.tell(Hold())
         let opener = Task {
-            _ = await eventually { gate.waiting }
+            _ = await eventually(timeout: realTimeBound(.seconds(5))) { gate.waiting }
             gate.open()
         }
-        #expect(try await holder.ask(GetCount()) == 1)
+        #expect(try await holder.ask(GetCount(), timeout: realTimeBound(.seconds(5))) == 1)
         await opener.value
         system.shutdown()
     }
