@@ -88,8 +88,14 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     func noteCheckIn(path: String, key: String) { checkIns.withLock { _ = $0[path, default: []].insert(key) } }
 
-    /// Shuts the node down (its connections, actors and loops).
-    public func shutdown() { node.shutdown() }
+    /// Shuts the node down (its connections, actors and loops) and lets go
+    /// of the virtual activations hosted here (they refer back to this system).
+    public func shutdown() {
+        node.shutdown()
+        for host in virtual.withLock({ v in
+            defer { v.hosts.removeAll() }; return v.hosts
+        }) { host.deactivateAll() }
+    }
 
     /// Creates an actor at `/user/<name>` (so other nodes can find it by a
     /// path they know): `system.named("greeter") { Greeter(actorSystem: system) }`.

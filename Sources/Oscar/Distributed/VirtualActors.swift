@@ -168,6 +168,9 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
         system.node.system.ref(for: activation).target?.deliver(call.call, reply: reply)
     }
 
+    /// Lets go of every activation (the system is shutting down).
+    func deactivateAll() { live.withLock { $0.removeAll() } }
+
     /// Deactivates the activations whose key is now placed on another node.
     func dropMisplaced() {
         guard let system else { return }
@@ -183,15 +186,23 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
     }
 
     /// Every half idle timeout, deactivates what was idle for a whole one.
+    /// The timer lives in the loop, so it holds the loop and this host only
+    /// weakly: no cycle outlives a shutdown.
     func scheduleSweep() {
         guard let system else { return }
         let loop = system.node.system.loops.next()
-        let every = idleTimeout / 2
-        _ = loop.execute { [weak self] in
-            loop.scheduleTimer(after: every) { [weak self] in
-                self?.sweep()
-                self?.scheduleSweep()
-            }
+        _ = loop.execute { [weak self, weak loop] in
+            guard let loop else { return }
+            self?.armSweep(on: loop)
+        }
+    }
+
+    /// On `loop`'s thread.
+    private func armSweep(on loop: EventLoop) {
+        loop.scheduleTimer(after: idleTimeout / 2) { [weak self, weak loop] in
+            guard let self, let loop else { return }
+            self.sweep()
+            self.armSweep(on: loop)
         }
     }
 
