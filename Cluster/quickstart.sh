@@ -29,5 +29,6 @@ run cluster up --nodes 3 --base-port "$base" --dir "$dir"
 run ask "oscar://127.0.0.1:$((base + 1))/user/echo" Echo '{"text":"hello, Oscar"}'
 run tell "oscar://127.0.0.1:$((base + 2))/user/counter" Increment '{"by":2}'
 run ask "oscar://127.0.0.1:$((base + 2))/user/counter" GetCount '{}'
+run ask "oscar://127.0.0.1:$base/user/greeter" .greet '["Oscar"]'
 run members --node "127.0.0.1:$((base + 2))"
 run cluster down --dir "$dir"
