@@ -156,6 +156,16 @@ import Testing
             Self.e(12.1, Self.c, .ok, op: 1, target: "virtual@k1"),
         ]
         #expect(failures(handOver).filter { $0.contains("activations") }.isEmpty)
+
+        // During a partition each side places keys by its own view: not stable.
+        let partitioned = [
+            Self.view(0, Self.a, [Self.a: "up", Self.b: "up!", Self.c: "up!"]),
+            Self.view(0, Self.b, [Self.a: "up!", Self.b: "up", Self.c: "up"]),
+            Self.e(1, Self.a, .activationStart, target: "k1"), Self.e(1.5, Self.b, .activationStart, target: "k1"),
+            Self.e(8, Self.c, .invoke, op: 1, target: "virtual@k1", value: 2000),
+            Self.e(8.1, Self.c, .ok, op: 1, target: "virtual@k1"),
+        ]
+        #expect(failures(partitioned).filter { $0.contains("activations") }.isEmpty)
     }
 
     @Test func aCrashAndMissingConvergenceAndMemoryFail() {

@@ -262,8 +262,10 @@ public struct ChaosChecker: Sendable {
     // MARK: - Virtual actors
 
     /// At most one activation per virtual identity while membership is
-    /// stable: two activations of one key on different node processes may
-    /// overlap only within `settle` of a membership change.
+    /// stable: every live node sees every member up and reachable, and
+    /// nothing changed for `settle`. Outside that (a partition, a node being
+    /// detected and downed) two activations of one key may overlap: each
+    /// side places keys by its own view.
     private func virtualActivations(_ events: [ChaosEvent], _ clock: Timeline) -> Check {
         struct Active {
             var node: String
@@ -278,8 +280,10 @@ public struct ChaosChecker: Sendable {
         var active: [String: [Active]] = [:]
         var reported: Set<String> = []
         var findings: [String] = []
+        // Nodes whose latest view has a member that is not up, or unreachable.
+        var unsettled: Set<String> = []
         for e in events {
-            if e.t > lastChange + settle {
+            if e.t > lastChange + settle, unsettled.isEmpty {
                 for (key, list) in active where list.count > 1 && !reported.contains(key) {
                     reported.insert(key)
                     let sides = list.map { "on \($0.node) (since \(clock.at($0.since)))" }.joined(separator: " and ")
@@ -290,6 +294,14 @@ public struct ChaosChecker: Sendable {
             }
             if changes.contains(e.kind) { lastChange = e.t }
             switch e.kind {
+            case .view:
+                if (e.members ?? []).allSatisfy({ $0.hasSuffix("=up") }) {
+                    unsettled.remove(e.node)
+                } else {
+                    unsettled.insert(e.node)
+                }
+            case .removed:
+                unsettled.remove(e.node)
             case .activationStart:
                 guard let key = e.target else { continue }
                 active[key, default: []].append(Active(node: e.node, uid: e.uid ?? 0, since: e.t))
@@ -300,6 +312,7 @@ public struct ChaosChecker: Sendable {
                 }
             case .kill, .exit:
                 for key in active.keys { active[key]?.removeAll { $0.node == e.node } }
+                unsettled.remove(e.node)
             default: break
             }
         }

@@ -114,7 +114,9 @@ public struct NemesisPlan: Sendable, Equatable {
                     (begin, finish) = ([.stop(victim)], [.start(victim)])
                 }
             }
-            guard t + window <= end else { break }
+            // The last fault is cut short to end in time, unless too little is left.
+            if t + window > end { window = end - t }
+            guard window >= .seconds(1) else { break }
             steps += begin.map { Step(at: t, action: $0) }
             t += window
             steps += finish.map { Step(at: t, action: $0) }
