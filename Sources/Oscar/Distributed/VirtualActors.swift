@@ -9,6 +9,10 @@ struct VirtualCall: Message {
     var kind: String
     var key: String
     var call: DistributedCall
+    /// Set when a node passed the call on because the key is placed
+    /// elsewhere in its view: the next node takes it, whatever its view, so
+    /// two nodes that disagree cannot pass a call back and forth.
+    var forwarded: Bool?
 }
 
 extension ClusterSystem {
@@ -152,9 +156,22 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
     }
 
     /// Hands the call to the key's activation, activating it first if needed.
+    /// A call for a key this node's view places elsewhere (the caller's view
+    /// is behind or ahead) is passed on once to that node: activating here
+    /// would leave a second activation that no membership event removes.
     private func route(_ call: VirtualCall, reply: (any ReplyTarget)?) {
         guard let system else {
             return refuseMessage(reply, manifest: VirtualCall.manifest, to: address, .stopped(address), in: nil)
+        }
+        let placed = system.placement(kind: kind, key: call.key)
+        let me = system.node.address
+        if call.forwarded != true, placed.host != me.host || placed.port != me.port {
+            var passed = call
+            passed.forwarded = true
+            let there = ActorAddress(node: placed, path: "\(Self.path)/\(kind)")
+            if let target = system.node.system.ref(for: there).target {
+                return target.deliver(passed, reply: reply)
+            }
         }
         let now = MonotonicTime.now()
         live.withLock { live in
@@ -211,5 +228,6 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
         live.withLock { live in
             for (key, entry) in live where entry.lastUsed < cutoff { live[key] = nil }
         }
+        dropMisplaced()
     }
 }
