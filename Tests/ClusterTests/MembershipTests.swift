@@ -60,7 +60,12 @@ import Testing
             }
         }
         c.leave()
-        #expect(await eventually(timeout: .seconds(15)) { removed.all.count == 1 })
+        let left = await eventually(timeout: .seconds(15)) { removed.all.count == 1 }
+        var views: [String] = []
+        if !left {
+            for n in [seed, b, c] { views.append((try? await n.membership(timeout: .seconds(1)))?.json ?? "no answer") }
+        }
+        #expect(left, "views: \(views.joined(separator: "\n"))")
         #expect(
             await eventually(timeout: .seconds(15)) {
                 let members = (try? await seed.membership())?.members ?? []

@@ -86,6 +86,9 @@ public struct MembershipCore: Core {
         /// Set when this node is the first of its seeds: it forms the cluster
         /// if no other seed answers by then.
         var formClusterAt: Double?
+        /// A leave asked for while this node was still joining: carried out
+        /// once it is up (joining → leaving is not a transition).
+        var leaveWhenUp = false
 
         public init(me: NodeAddress, roles: Set<String> = [], seed: UInt64) {
             self.me = Member(node: me, roles: roles)
@@ -99,6 +102,17 @@ public struct MembershipCore: Core {
     public let settings: Settings
 
     public init(settings: Settings = Settings()) { self.settings = settings }
+
+    /// Up → leaving, gossiped at once to more members than a round does.
+    private func startLeaving(_ s: inout State) {
+        guard var me = s.gossip.members[s.me.uid], me.status.canMove(to: .leaving), me.status != .leaving else {
+            return
+        }
+        s.leaveWhenUp = false
+        me.status = .leaving
+        s.gossip.update(me, by: s.me.uid)
+        gossip(&s, count: settings.gossipFanout + 1)
+    }
 
     public func reduce(state: State, action: Action) -> State {
         var s = state
@@ -156,17 +170,15 @@ public struct MembershipCore: Core {
             s.now = now
             tick(&s)
         case .leave:
-            if var me = s.gossip.members[s.me.uid], me.status.canMove(to: .leaving), me.status != .leaving {
-                me.status = .leaving
-                s.gossip.update(me, by: s.me.uid)
-                gossip(&s, count: settings.gossipFanout + 1)
-            }
+            if s.myStatus == .joining { s.leaveWhenUp = true }
+            startLeaving(&s)
         case .down(let uid):
             if var m = s.gossip.members[uid], m.status.canMove(to: .down), m.status != .down {
                 m.status = .down
                 s.gossip.update(m, by: s.me.uid)
             }
         }
+        if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s) }
         s.outbox += ClusterEvent.diff(from: before, to: s.gossip).map { .publish($0) }
         // Down or removed: out. Exiting: the leader removes this node without
         // waiting for it, so a graceful leave ends here.
