@@ -156,6 +156,4 @@ final class NetnsChaos: ChaosNetwork {
         for name in (0..<count).map(ns) + [hub] { LocalProcesses.run([ip, "netns", "del", name]) }
     }
 
-    /// Namespaces of this run still present (for tests of the tear-down).
-    func leftovers() -> [String] { FileStream.names(in: "/var/run/netns").filter { $0.hasSuffix("-\(tag)") } }
 }

@@ -174,6 +174,8 @@ distributed actor Greeter {
         a.checkIn(greeter!, as: key)
         #expect(await eventually(timeout: .seconds(10)) { b.lookup(key).count == 1 })
         #expect(try await b.lookup(key).first?.greet("b") == "hello, b, from \(a.node.address.port)")
+        var listing = b.listing(key).makeAsyncIterator()
+        #expect(await listing.next()?.map(\.id) == [greeter!.id], "the listing starts with what is checked in")
         greeter = nil
         #expect(await eventually(timeout: .seconds(10)) { b.lookup(key).isEmpty }, "checked out when it deinits")
     }
