@@ -73,54 +73,25 @@ extension ClusterSystem {
             VirtualCall(kind: kind, key: key, call: call), timeout: settings.callTimeout)
     }
 
-    /// Follows membership: every event updates the set of up and reachable
-    /// members, in order, on the membership loop, and the ring is rebuilt
-    /// at once. (Refreshing from snapshots in tasks let an older snapshot
-    /// land last and leave a stale ring: two nodes owned one key.) A
-    /// snapshot taken at the start fills in members no event has named yet.
+    /// Follows membership: the ring is rebuilt from the up and reachable
+    /// members of this node's view after every change, in order, as the
+    /// membership shell publishes them. (Refreshing from snapshots in tasks
+    /// let an older snapshot land last and leave a stale ring; following
+    /// events missed reachability changes that come without a new version.)
     private func startFollowingMembership() {
         let first = virtual.withLock { v in
             defer { v.following = true }
             return !v.following
         }
         guard first else { return }
-        node.listen { [weak self] event in self?.apply(event) }
-        Task { [weak self] in
-            guard let self, let view = try? await self.node.membership(timeout: .seconds(5)) else { return }
-            self.placeAnew { v in
-                for m in view.members where v.named.insert(m.uid).inserted {
-                    if m.status == .up && !view.unreachable.contains(m.uid) { v.placeable[m.uid] = m.node }
-                }
-            }
-        }
+        node.listenPlaceable { [weak self] members in self?.place(on: members) }
     }
 
-    private func apply(_ event: ClusterEvent) {
-        placeAnew { v in
-            switch event {
-            case .memberUp(let m), .reachable(let m):
-                v.named.insert(m.uid)
-                if m.status == .up { v.placeable[m.uid] = m.node }
-            case .unreachable(let m), .memberLeft(let m), .memberExited(let m), .memberDowned(let m),
-                .memberRemoved(let m):
-                v.named.insert(m.uid)
-                v.placeable[m.uid] = nil
-            case .memberJoined(let m):
-                v.named.insert(m.uid)
-            case .leaderChanged:
-                break
-            }
-        }
-    }
-
-    /// Changes the placeable members, rebuilds the ring if they changed, and
-    /// lets the hosts drop what moved.
-    private func placeAnew(_ change: (inout VirtualState) -> Void) {
+    /// Rebuilds the ring and lets the hosts drop what moved.
+    private func place(on members: [Member]) {
+        let ring = HashRing(members.map { (member: $0.node, name: "\($0.node.host):\($0.node.port)") })
         let hosts = virtual.withLock { v -> [VirtualHost] in
-            let before = v.placeable
-            change(&v)
-            guard v.placeable != before else { return [] }
-            v.ring = HashRing(v.placeable.values.map { (member: $0, name: "\($0.host):\($0.port)") })
+            v.ring = ring
             return v.hosts
         }
         for host in hosts { host.dropMisplaced() }
@@ -133,10 +104,6 @@ struct VirtualState: Sendable {
     var hosts: [VirtualHost] = []
     var ring = HashRing<NodeAddress>([])
     var following = false
-    /// Up and reachable members, by uid: the ring's members.
-    var placeable: [UInt64: NodeAddress] = [:]
-    /// Members an event has named: the first snapshot does not override them.
-    var named: Set<UInt64> = []
 }
 
 /// Hosts the activations of one kind of virtual actor on this node, at

@@ -129,8 +129,17 @@ final class MembershipShell: Reactor {
         }
     }
 
+    /// The members last published as placeable (up and reachable).
+    private var placeable: [UInt64] = []
+
     private func apply(_ action: MembershipCore.Action) {
         state = core.reduce(state: state, action: action)
+        let gossip = state.gossip
+        let nowPlaceable = gossip.current.filter { $0.status == .up && !gossip.unreachable.contains($0.uid) }
+        if nowPlaceable.map(\.uid) != placeable {
+            placeable = nowPlaceable.map(\.uid)
+            events.publishPlaceable(nowPlaceable)
+        }
         guard let context else { return }
         for directive in state.outbox {
             switch directive {
@@ -167,6 +176,8 @@ final class ClusterEventHub: Sendable {
         var onShutdown: (@Sendable (String) -> Void)?
         var listeners: [@Sendable (ClusterEvent) -> Void] = []
         var finished = false
+        var placeable: [Member] = []
+        var placeableListeners: [@Sendable ([Member]) -> Void] = []
     }
     private let state = Mutex(State())
 
@@ -186,6 +197,24 @@ final class ClusterEventHub: Sendable {
         let (subscribers, listeners) = state.withLock { (Array($0.subscribers.values), $0.listeners) }
         for listen in listeners { listen(event) }
         for c in subscribers { c.yield(event) }
+    }
+
+    /// The members that are up and reachable in this node's view, after
+    /// every change: the listeners are called under the hub's lock, so they
+    /// see the sets in order (a listener must not call back into the hub).
+    func publishPlaceable(_ members: [Member]) {
+        state.withLock { s in
+            s.placeable = members
+            for listen in s.placeableListeners { listen(members) }
+        }
+    }
+
+    /// Calls `body` with the up and reachable members now, then after every change.
+    func listenPlaceable(_ body: @escaping @Sendable ([Member]) -> Void) {
+        state.withLock { s in
+            s.placeableListeners.append(body)
+            body(s.placeable)
+        }
     }
 
     /// Calls `body` with every event, in order, on the membership's loop,

@@ -186,6 +186,10 @@ public final class ClusterNode: Sendable {
     /// membership loop, before any `events` subscriber sees it.
     func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) { hub.listen(body) }
 
+    /// Calls `body` with the members that are up and reachable in this
+    /// node's view, now and after every change, in order.
+    func listenPlaceable(_ body: @escaping @Sendable ([Member]) -> Void) { hub.listenPlaceable(body) }
+
     /// Membership changes as this node sees them, from now on.
     public var events: AsyncStream<ClusterEvent> { hub.subscribe() }
 
