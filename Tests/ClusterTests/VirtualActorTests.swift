@@ -86,7 +86,8 @@ distributed actor Account {
 
     @Test func oneActivationPerIdentityAcrossAJoinAndAKill() async throws {
         let census = ActivationCensus()
-        let keys = (0..<12).map { "user-\($0)" }
+        // 40 keys: the chance that none lands on a fourth node is (3/4)^40, about 1e-5.
+        let keys = (0..<40).map { "user-\($0)" }
         let a = try Self.member(census: census)
         let b = try Self.member(seeds: [a.node.address], census: census)
         let c = try Self.member(seeds: [a.node.address], census: census)
