@@ -16,7 +16,7 @@ final class ChaosRun {
         /// Was stopped on purpose (SIGTERM) or killed: not restarted by a heal
         /// until the plan starts it.
         var heldDown = false
-        var name: String { "\(address.host):\(address.port)" }
+        var name: String { address.description }
     }
 
     let duration: Duration

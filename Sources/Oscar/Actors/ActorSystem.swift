@@ -217,7 +217,7 @@ public final class ActorSystem: Sendable {
     /// An actor on another node stopped (its node's death-watch actor said
     /// so): each watcher here gets `Terminated`, once.
     func remoteActorStopped(_ stopped: ActorAddress) {
-        let key = "\(stopped.node.host):\(stopped.node.port)"
+        let key = stopped.node.description
         let told = remoteWatches.withLock { w -> [(watched: ActorRef, watcher: ActorRef)] in
             let matching = (w[key] ?? []).filter {
                 $0.watched.address.path == stopped.path

@@ -116,7 +116,7 @@ public final class ChaosRecorder: Sendable {
 
     public init(sink: @escaping @Sendable (String) -> Void) { self.sink = sink }
 
-    public func bind(to node: NodeAddress) { identity.withLock { $0 = ("\(node.host):\(node.port)", node.uid) } }
+    public func bind(to node: NodeAddress) { identity.withLock { $0 = (node.description, node.uid) } }
 
     public func record(
         _ kind: ChaosEvent.Kind, op: Int? = nil, target: String? = nil, seq: UInt64? = nil, members: [String]? = nil,

@@ -179,7 +179,7 @@ public enum ChaosWorkload {
                 let call: @Sendable () async throws(AskError) -> Void
                 if draw < 0.4 {
                     let up = view.members.withLock { $0 }.filter { $0.hasSuffix("=up") }.map { String($0.dropLast(3)) }
-                    let peer = up.isEmpty ? "\(me.host):\(me.port)" : up[Int(random.next() % UInt64(up.count))]
+                    let peer = up.isEmpty ? me.description : up[Int(random.next() % UInt64(up.count))]
                     target = "echo@\(peer)"
                     guard let ref = system.ref("oscar://\(peer)/user/echo") else { continue }
                     let text = "\(op)"

@@ -89,7 +89,7 @@ extension ClusterSystem {
 
     /// Rebuilds the ring and lets the hosts drop what moved.
     private func place(on members: [Member]) {
-        let ring = HashRing(members.map { (member: $0.node, name: "\($0.node.host):\($0.node.port)") })
+        let ring = HashRing(members.map { (member: $0.node, name: $0.node.description) })
         let hosts = virtual.withLock { v -> [VirtualHost] in
             v.ring = ring
             return v.hosts
@@ -163,8 +163,7 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
             return refuseMessage(reply, manifest: VirtualCall.manifest, to: address, .stopped(address), in: nil)
         }
         let placed = system.placement(kind: kind, key: call.key)
-        let me = system.node.address
-        if call.forwarded != true, placed.host != me.host || placed.port != me.port {
+        if call.forwarded != true, placed.description != system.node.address.description {
             var passed = call
             passed.forwarded = true
             let there = ActorAddress(node: placed, path: "\(Self.path)/\(kind)")
@@ -190,12 +189,9 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
     /// Deactivates the activations whose key is now placed on another node.
     func dropMisplaced() {
         guard let system else { return }
-        let me = system.node.address
+        let me = system.node.address.description
         let dropped = live.withLock { live -> [any DistributedActor] in
-            let moved = live.keys.filter {
-                let placed = system.placement(kind: kind, key: $0)
-                return placed.host != me.host || placed.port != me.port
-            }
+            let moved = live.keys.filter { system.placement(kind: kind, key: $0).description != me }
             return moved.compactMap { live.removeValue(forKey: $0)?.actor }
         }
         if !dropped.isEmpty { Log.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes") }
