@@ -94,8 +94,11 @@ enum ClusterCommand {
         return State.Node(port: port, pid: pid, httpPort: httpPort)
     }
 
-    /// Waits until every running node sees every running node up, showing
-    /// progress; fails naming the node that died or did not come up.
+    /// Waits until every running node sees every running node up and
+    /// reachable, showing progress; fails naming the node that died or did
+    /// not come up. A member whose process is gone (`cluster kill`) may still
+    /// be in the views until the failure detector and downing remove it: the
+    /// table shows it, and a line after it says so.
     static func awaitConvergence(_ state: State, dir: String, timeout: Duration) async throws(CLIError) {
         let client = try Client(secret: state.secret)
         defer { client.node.shutdown() }
@@ -116,7 +119,10 @@ enum ClusterCommand {
                 let view = try? await client.node.membership(of: state.address(node), timeout: .seconds(1))
                 if firstView == nil { firstView = view }
                 let up =
-                    view?.members.filter { $0.status == .up && running.map(\.port).contains($0.node.port) }.count ?? 0
+                    view?.members.filter {
+                        $0.status == .up && view?.unreachable.contains($0.uid) == false
+                            && running.map(\.port).contains($0.node.port)
+                    }.count ?? 0
                 if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
             }
             let elapsed = (clock.now - start).seconds
@@ -128,6 +134,11 @@ enum ClusterCommand {
             // The first node's view, already read this round, is the table.
             if upEverywhere == running.count, let view = firstView {
                 print(MembersTable.text(view))
+                for member in view.members where !running.map(\.port).contains(member.node.port) {
+                    print(
+                        "\(member.node) is no longer running; the cluster downs and removes it within about 10 s "
+                            + "of its end")
+                }
                 print("cluster converged in \(String(format1: elapsed)) s")
                 return
             }
