@@ -104,6 +104,22 @@ struct PersonV2: Codable, Equatable {
         }
     }
 
+    /// Text takes an ASCII fast path word by word, then byte by byte: an
+    /// invalid byte anywhere is still refused, and other UTF-8 still decodes.
+    @Test func textIsValidatedOnEveryPath() throws {
+        for text in ["", "abc", "abcdefghijklmnop", "abcdefghijklmnopq", "héllo, wörld ✓ 🎉", "abcdefgh✓"] {
+            #expect(try decoder.decode(String.self, from: try encoder.encode(text)) == text)
+        }
+        let ascii = Array("abcdefghijklmnopqrs".utf8)  // 19 bytes: two words and a tail of 3
+        for bad in [0, 7, 8, 15, 16, 18] {
+            var bytes = ascii
+            bytes[bad] = 0xff
+            #expect(throws: CBORError.self, "0xff at \(bad)") {
+                try decoder.decode(String.self, from: [0x73] + bytes)
+            }
+        }
+    }
+
     @Test func hostileInputIsRefusedWithoutTrapping() throws {
         let cases: [(String, String)] = [
             ("truncated string", "6a616263"),
