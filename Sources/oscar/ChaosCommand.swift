@@ -65,9 +65,9 @@ enum ChaosCommand {
         guard let text = FileStream.readAll(path) else {
             throw .usage("no scenario '\(name)' (looked for \(path)); see 'oscar chaos --list'")
         }
-        guard let value = try? JSONBridge.cbor(fromJSON: text), let bytes = try? CBOREncoder().encode(value),
-            let scenario = try? CBORDecoder().decode(Scenario.self, from: bytes)
-        else { throw .usage("\(path) is not a scenario: expected {\"nodes\", \"duration\", \"faults\", ...}") }
+        guard let scenario = JSONBridge.decode(Scenario.self, fromJSON: text) else {
+            throw .usage("\(path) is not a scenario: expected {\"nodes\", \"duration\", \"faults\", ...}")
+        }
         return scenario
     }
 

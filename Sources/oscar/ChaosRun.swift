@@ -312,12 +312,7 @@ final class ChaosRun {
         }
     }
 
-    static func json(_ command: FaultCommand) -> String {
-        guard let bytes = try? CBOREncoder().encode(command), let value = try? CBORValue(cbor: bytes) else {
-            return "{}"
-        }
-        return JSONBridge.json(from: value)
-    }
+    static func json(_ command: FaultCommand) -> String { JSONBridge.json(encoding: command) ?? "{}" }
 
     // MARK: - Convergence and the end
 
@@ -340,9 +335,7 @@ final class ChaosRun {
             let target = NodeAddress(host: node.address.host, port: node.httpPort)
             guard let response = try? HealthCommand.request("GET", "/members", from: target),
                 let body = response.split(separator: "\r\n\r\n", maxSplits: 1).last,
-                let value = try? JSONBridge.cbor(fromJSON: String(body)),
-                let bytes = try? CBOREncoder().encode(value),
-                let view = try? CBORDecoder().decode(MembersView.self, from: bytes)
+                let view = JSONBridge.decode(MembersView.self, fromJSON: String(body))
             else { return (node, nil) }
             return (node, view.members.filter { $0.status == "up" && $0.reachable }.map(\.address).sorted())
         }

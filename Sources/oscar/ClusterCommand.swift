@@ -293,18 +293,13 @@ enum ClusterCommand {
     }
 
     static func readState(_ dir: String) -> State? {
-        guard let text = FileStream.readAll(statePath(dir)), let value = try? JSONBridge.cbor(fromJSON: text),
-            let bytes = try? CBOREncoder().encode(value)
-        else { return nil }
-        return try? CBORDecoder().decode(State.self, from: bytes)
+        FileStream.readAll(statePath(dir)).flatMap { JSONBridge.decode(State.self, fromJSON: $0) }
     }
 
     static func writeState(_ state: State, _ dir: String) throws(CLIError) {
-        guard let bytes = try? CBOREncoder().encode(state), let value = try? CBORValue(cbor: bytes) else {
-            throw .failed("cannot encode the cluster state")
-        }
+        guard let json = JSONBridge.json(encoding: state) else { throw .failed("cannot encode the cluster state") }
         let path = statePath(dir)
-        guard FileStream.write(path, JSONBridge.json(from: value) + "\n", mode: 0o600) else {
+        guard FileStream.write(path, json + "\n", mode: 0o600) else {
             throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
         }
     }

@@ -207,4 +207,17 @@ import Testing
         #expect(svg.contains("#27ae60"), "green while every node is up")
         #expect(svg.contains("#f39c12"), "amber while a sees the others unreachable")
     }
+
+    @Test func viewEntriesRoundTripAndRejectOtherText() {
+        let entries = [
+            ChaosViewEntry(node: "127.0.0.1:7001", status: "up", reachable: true),
+            ChaosViewEntry(node: "127.0.0.1:7002", status: "leaving", reachable: false),
+        ]
+        #expect(entries.map(\.text) == ["127.0.0.1:7001=up", "127.0.0.1:7002=leaving!"])
+        #expect(entries.map(\.text).compactMap(ChaosViewEntry.init) == entries)
+        #expect(entries.map(\.isUpAndReachable) == [true, false])
+        for bad in ["", "127.0.0.1:7001", "=up", "127.0.0.1:7001=", "a=b=c"] {
+            #expect(ChaosViewEntry(bad) == nil, "\(bad)")
+        }
+    }
 }

@@ -75,6 +75,16 @@ final class Tracked: Reactor {
 }
 
 @Suite struct SystemTests {
+    @Test func aNodeIsNamedByItsEndpointWithItsUidOrNone() {
+        let me = NodeAddress(host: "127.0.0.1", port: 7001, uid: 42)
+        #expect(me.isNamed(by: NodeAddress(host: "127.0.0.1", port: 7001)))
+        #expect(me.isNamed(by: NodeAddress(host: "127.0.0.1", port: 7001, uid: 42)))
+        #expect(!me.isNamed(by: NodeAddress(host: "127.0.0.1", port: 7001, uid: 41)), "an earlier incarnation")
+        #expect(me.hasEndpoint(of: NodeAddress(host: "127.0.0.1", port: 7001, uid: 41)))
+        #expect(!me.isNamed(by: NodeAddress(host: "127.0.0.1", port: 7002, uid: 42)))
+        #expect(!me.isNamed(by: NodeAddress(host: "127.0.0.2", port: 7001)))
+    }
+
     /// A system with a pool of three `Worker`s that number themselves in
     /// creation order and wait on `gate`.
     private func workerPool(created: Tally, gate: Gate) -> ActorSystem {

@@ -26,6 +26,16 @@ public struct NodeAddress: Hashable, Sendable, Codable, CustomStringConvertible 
         self.init(host: String(text[..<colon]), port: port)
     }
 
+    /// Same host and port, whatever the incarnation.
+    public func hasEndpoint(of other: NodeAddress) -> Bool { host == other.host && port == other.port }
+
+    /// True when `address` names this node: its endpoint, and either no
+    /// particular incarnation (uid 0) or this one. An address with the
+    /// endpoint but another uid names an earlier incarnation, which is gone.
+    public func isNamed(by address: NodeAddress) -> Bool {
+        hasEndpoint(of: address) && (address.uid == 0 || address.uid == uid)
+    }
+
     /// A fresh node identity for a process that does not listen (port 0).
     public static func local(host: String = "127.0.0.1", port: Int = 0) -> NodeAddress {
         NodeAddress(host: host, port: port, uid: UInt64.random(in: 1...UInt64.max))

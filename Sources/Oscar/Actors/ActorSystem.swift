@@ -179,8 +179,8 @@ public final class ActorSystem: Sendable {
 
     /// Refs decoded from messages resolve through this.
     func resolve(_ address: ActorAddress) -> ActorRef? {
-        if address.node.host == node.host, address.node.port == node.port {
-            guard address.node.uid == 0 || address.node.uid == node.uid else { return nil }
+        if node.hasEndpoint(of: address.node) {
+            guard node.isNamed(by: address.node) else { return nil }  // an earlier incarnation
             return registry.withLock { $0.refs[address.path] }
         }
         return transportSlot.withLock { $0 }?.remoteRef(address)

@@ -295,7 +295,7 @@ public struct ChaosChecker: Sendable {
             if changes.contains(e.kind) { lastChange = e.t }
             switch e.kind {
             case .view:
-                if (e.members ?? []).allSatisfy({ $0.hasSuffix("=up") }) {
+                if e.view.allSatisfy(\.isUpAndReachable) {
                     unsettled.remove(e.node)
                 } else {
                     unsettled.insert(e.node)
@@ -333,12 +333,9 @@ public struct ChaosChecker: Sendable {
             case .view:
                 var members: Set<String> = []
                 var up = false
-                for entry in e.members ?? [] {
-                    let parts = entry.split(separator: "=")
-                    guard parts.count == 2 else { continue }
-                    let status = parts[1].hasSuffix("!") ? parts[1].dropLast() : parts[1]
-                    if status != "down" && status != "removed" { members.insert(String(parts[0])) }
-                    if parts[0] == e.node, status == "up" { up = true }
+                for entry in e.view {
+                    if entry.status != "down" && entry.status != "removed" { members.insert(entry.node) }
+                    if entry.node == e.node, entry.status == "up" { up = true }
                 }
                 views[e.node] = members
                 if up { selfUp.insert(e.node) } else { selfUp.remove(e.node) }

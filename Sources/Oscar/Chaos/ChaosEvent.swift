@@ -81,16 +81,11 @@ public struct ChaosEvent: Codable, Sendable, Equatable {
     }
 
     /// One JSON line (without the newline).
-    public var jsonLine: String {
-        guard let bytes = try? CBOREncoder().encode(self), let value = try? CBORValue(cbor: bytes) else { return "{}" }
-        return JSONBridge.json(from: value)
-    }
+    public var jsonLine: String { JSONBridge.json(encoding: self) ?? "{}" }
 
     /// Parses one JSON line; nil for a line that is not an event.
     public init?(jsonLine line: Substring) {
-        guard let value = try? JSONBridge.cbor(fromJSON: String(line)), let bytes = try? CBOREncoder().encode(value),
-            let event = try? CBORDecoder().decode(ChaosEvent.self, from: bytes)
-        else { return nil }
+        guard let event = JSONBridge.decode(ChaosEvent.self, fromJSON: String(line)) else { return nil }
         self = event
     }
 

@@ -144,10 +144,9 @@ public enum ChaosReport {
     }
 
     private static func colour(of view: ChaosEvent, nodes: [String]) -> String {
-        let members = view.members ?? []
-        let mine = members.first { $0.hasPrefix(view.node + "=") }
-        guard mine == "\(view.node)=up" || mine == "\(view.node)=up!" else { return "#c0392b" }
-        let healthy = members.filter { $0.hasSuffix("=up") }.count
+        let members = view.view
+        guard members.first(where: { $0.node == view.node })?.status == "up" else { return "#c0392b" }
+        let healthy = members.filter(\.isUpAndReachable).count
         return healthy >= nodes.count ? "#27ae60" : "#f39c12"
     }
 }

@@ -136,7 +136,10 @@ public enum ChaosWorkload {
 
     static func membersLine(_ snapshot: MembershipSnapshot) -> [String] {
         snapshot.members.map { m in
-            "\(m.node.host):\(m.node.port)=\(m.status.rawValue)" + (snapshot.unreachable.contains(m.uid) ? "!" : "")
+            ChaosViewEntry(
+                node: "\(m.node.host):\(m.node.port)", status: m.status.rawValue,
+                reachable: !snapshot.unreachable.contains(m.uid)
+            ).text
         }.sorted()
     }
 
@@ -178,7 +181,8 @@ public enum ChaosWorkload {
                 let target: String
                 let call: @Sendable () async throws(AskError) -> Void
                 if draw < 0.4 {
-                    let up = view.members.withLock { $0 }.filter { $0.hasSuffix("=up") }.map { String($0.dropLast(3)) }
+                    let up = view.members.withLock { $0 }.compactMap(ChaosViewEntry.init).filter(\.isUpAndReachable)
+                        .map(\.node)
                     let peer = up.isEmpty ? me.description : up[Int(random.next() % UInt64(up.count))]
                     target = "echo@\(peer)"
                     guard let ref = system.ref("oscar://\(peer)/user/echo") else { continue }

@@ -164,8 +164,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     public var localActorCount: Int { actors.withLock { $0.values.filter { $0.actor != nil }.count } }
 
     func isLocal(_ id: ActorID) -> Bool {
-        id.node.host == node.address.host && id.node.port == node.address.port
-            && (id.node.uid == 0 || id.node.uid == node.address.uid)
+        node.address.isNamed(by: id.node)
     }
 
     /// The live actor at `path`, if any.

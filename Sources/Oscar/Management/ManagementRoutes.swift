@@ -40,9 +40,7 @@ public enum ManagementRoutes {
             return .failure(Refusal(status: 401, "missing or wrong \(signatureHeader): HMAC-SHA256 of the body, hex"))
         }
         let text = String(decoding: request.body, as: UTF8.self)
-        guard let value = try? JSONBridge.cbor(fromJSON: text), let bytes = try? CBOREncoder().encode(value),
-            let command = try? CBORDecoder().decode(FaultCommand.self, from: bytes)
-        else {
+        guard let command = JSONBridge.decode(FaultCommand.self, fromJSON: text) else {
             return .failure(
                 Refusal(
                     status: 400,

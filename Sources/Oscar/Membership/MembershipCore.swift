@@ -133,7 +133,7 @@ public struct MembershipCore: Core {
         let before = s.gossip
         switch action {
         case .join(let seeds):
-            let isMe = { (n: NodeAddress) in n.host == s.me.node.host && n.port == s.me.node.port }
+            let isMe = { (n: NodeAddress) in n.hasEndpoint(of: s.me.node) }
             s.seeds = seeds.filter { !isMe($0) }
             s.gossip.update(s.me, by: s.me.uid)
             if let first = seeds.first, isMe(first), !s.seeds.isEmpty {

@@ -92,7 +92,7 @@ final class MembershipShell: Reactor {
             result: { me, m in
                 guard
                     let member = me.state.gossip.current.first(where: {
-                        $0.node.host == m.host && $0.node.port == m.port
+                        $0.node.hasEndpoint(of: NodeAddress(host: m.host, port: m.port))
                     })
                 else { return false }
                 me.apply(.down(member.uid))

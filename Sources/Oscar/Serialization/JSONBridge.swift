@@ -45,6 +45,20 @@ public enum JSONBridge {
         }
     }
 
+    /// A value decoded from JSON text through its own `Decodable` shape (as
+    /// CBOR would carry it); nil if the text is not JSON or not that shape.
+    public static func decode<T: Decodable>(_ type: T.Type, fromJSON text: String) -> T? {
+        guard let value = try? cbor(fromJSON: text), let bytes = try? CBOREncoder().encode(value) else { return nil }
+        return try? CBORDecoder().decode(type, from: bytes)
+    }
+
+    /// Compact JSON text for a value's `Encodable` shape; nil if it cannot
+    /// be encoded.
+    public static func json<T: Encodable>(encoding value: T) -> String? {
+        guard let bytes = try? CBOREncoder().encode(value), let cbor = try? CBORValue(cbor: bytes) else { return nil }
+        return json(from: cbor)
+    }
+
     /// Compact JSON text for a CBOR value.
     public static func json(from value: CBORValue) -> String {
         switch value {
