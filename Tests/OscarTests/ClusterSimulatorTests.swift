@@ -88,6 +88,39 @@ import Testing
         #expect(!sim.isStopped(0) && !sim.isStopped(1) && !sim.isStopped(2))
     }
 
+    /// A subscriber that folds the reachability events it was given ends
+    /// with the node's own view: no change of reachability goes unpublished,
+    /// under loss, a pause and a healed partition.
+    @Test func reachabilityEventsAddUpToTheView() async {
+        for seed in UInt64(11)...14 {
+            var settings = ClusterSimulator.Settings(nodes: 6, seed: seed)
+            settings.loss = 0.2
+            settings.core.downing = .manual  // keep everyone, so views stay comparable
+            var sim = ClusterSimulator(settings: settings)
+            _ = await advance(&sim, until: { allUp($0, Array(0..<6), count: 6) }, limit: 60)
+            sim.pause(5, for: 4)
+            await advance(&sim, to: sim.now + 6)
+            sim.partition([0, 1], [2, 3, 4, 5])
+            await advance(&sim, to: sim.now + 6)
+            sim.heal()
+            await advance(&sim, to: sim.now + 3)
+            for i in 0..<6 {
+                var folded: Set<UInt64> = []
+                var sawUnreachable = false
+                for (_, event) in sim.events[i] {
+                    if case .unreachable = event { sawUnreachable = true }
+                    switch event {
+                    case .unreachable(let m): folded.insert(m.uid)
+                    case .reachable(let m), .memberRemoved(let m): folded.remove(m.uid)
+                    default: break
+                    }
+                }
+                #expect(sawUnreachable, "seed \(seed), node \(i): the partition went unnoticed")
+                #expect(folded == sim.view(i).unreachable, "seed \(seed), node \(i)")
+            }
+        }
+    }
+
     @Test func tenPercentLossCausesNoFalseRemoval() async {
         var settings = ClusterSimulator.Settings(nodes: 5, seed: 4)
         settings.loss = 0.10
