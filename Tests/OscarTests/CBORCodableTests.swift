@@ -104,6 +104,57 @@ struct PersonV2: Codable, Equatable {
         }
     }
 
+    /// A map read in written order is walked once: each primitive steps
+    /// the cursor over its own value, and the map's end comes from the
+    /// cursor. Mixed with nested values, nils and keys read out of order,
+    /// every path still lands on the right bytes and finds trailing ones.
+    @Test func mapsReadInOrderAndOutOfOrderDecodeTheSame() throws {
+        struct Mixed: Codable, Equatable {
+            var a: Int
+            var inner: Inner
+            var gone: String?
+            var b: String
+            var list: [Int]
+            enum CodingKeys: String, CodingKey { case a, inner, gone, b, list }
+        }
+        struct OutOfOrder: Decodable {
+            var b: String
+            var a: Int
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: Mixed.CodingKeys.self)
+                b = try c.decode(String.self, forKey: .b)
+                a = try c.decode(Int.self, forKey: .a)
+            }
+        }
+        struct ReadsNil: Decodable {
+            var a: Int
+            var goneIsNil: Bool
+            var b: String
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: Mixed.CodingKeys.self)
+                a = try c.decode(Int.self, forKey: .a)
+                _ = try c.decode(Inner.self, forKey: .inner)
+                goneIsNil = try c.decodeNil(forKey: .gone)
+                b = try c.decode(String.self, forKey: .b)
+            }
+        }
+        var value = Mixed(
+            a: 7, inner: Inner(name: "n", tags: ["x", "y"]), gone: nil, b: "abcdefghijklmnopq", list: [1, 2])
+        var bytes = try encoder.encode(value)
+        #expect(try decoder.decode(Mixed.self, from: bytes) == value)
+        let reordered = try decoder.decode(OutOfOrder.self, from: bytes)
+        #expect(reordered.a == 7 && reordered.b == value.b)
+        value.gone = "here"
+        bytes = try encoder.encode(value)
+        let nils = try decoder.decode(ReadsNil.self, from: bytes)
+        #expect(nils.a == 7 && !nils.goneIsNil && nils.b == value.b)
+        #expect(try decoder.decode(Mixed.self, from: bytes) == value)
+        #expect(throws: CBORError.self) { try decoder.decode(Mixed.self, from: bytes + [0x00]) }
+        #expect(throws: CBORError.self) {
+            try decoder.decode(PersonV1.self, from: try encoder.encode(PersonV1(name: "Ada")) + [0x01])
+        }
+    }
+
     /// Text takes an ASCII fast path word by word, then byte by byte: an
     /// invalid byte anywhere is still refused, and other UTF-8 still decodes.
     @Test func textIsValidatedOnEveryPath() throws {

@@ -34,7 +34,7 @@ public struct CBORDecoder: Sendable {
         decoding.reset(bytes)
         do {
             let value = try decoding.decodeValue(T.self, at: 0)
-            let end = try decoding.endOfItem(at: 0)
+            let end = try decoding.consumedMapEnd(at: 0) ?? decoding.endOfItem(at: 0)
             guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
             return value
         } catch let error as CBORError {
@@ -95,6 +95,16 @@ final class CBORDecoding: Decoder {
         return r.position
     }
 
+    /// Where the map at `offset` ends, when its container read every entry
+    /// in order (then its cursor is there): the usual message, whose end
+    /// need not be found by walking it a second time. Nil otherwise.
+    func consumedMapEnd(at offset: Int) -> Int? {
+        guard let first = maps.first, first.start == offset, first.remaining == 0, first.index == nil else {
+            return nil
+        }
+        return first.valuePending ? try? endOfItem(at: first.cursor) : first.cursor
+    }
+
     func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int) throws -> T {
         if T.self == Data.self {
             var r = reader(at: offset)
@@ -149,10 +159,16 @@ final class CBORDecoding: Decoder {
             var key: Range<Int>
             var value: Int
         }
+        /// Where the map's head is.
+        var start: Int
         /// Where the next unread entry starts, and how many are left (nil for
-        /// an indefinite-length map, which ends at a break byte).
+        /// an indefinite-length map, which ends at a break byte). While
+        /// `valuePending`, the cursor is at the value of the entry just
+        /// found, not yet stepped over: reading a primitive steps over it
+        /// for free, so the value is not walked twice.
         var cursor: Int
         var remaining: Int?
+        var valuePending = false
         var index: [Entry]? = nil
         /// After an index hit, where to look first next time.
         var indexCursor = 0
@@ -177,28 +193,34 @@ final class CBORDecoding: Decoder {
             start = offset
             slot = decoder.maps.count
             decoder.maps.append(
-                MapState(cursor: r.position, remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2)))
+                MapState(
+                    start: offset, cursor: r.position,
+                    remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2)))
         }
 
         /// Reads one entry at `r`: its text key's byte range (empty for a
         /// non-text key, which never matches) and its value's offset; leaves
         /// `r` after the value.
         private func entry(_ r: inout CBORReader) throws(CBORError) -> MapState.Entry {
-            let keyStart = r.position
-            let kh = try r.head()
-            let key: Range<Int>
-            if kh.major == 3, !kh.isIndefinite {
-                let count = try r.checkedLength(kh)
-                key = r.position..<r.position + count
-                r.position += count
-            } else {
-                r.position = keyStart
-                try r.skipItem()
-                key = keyStart..<keyStart
-            }
+            let key = try keyRange(&r)
             let value = r.position
             try r.skipItem()
             return MapState.Entry(key: key, value: value)
+        }
+
+        /// Reads one key at `r`: its text's byte range (empty for a non-text
+        /// key, which never matches); leaves `r` at the value.
+        private func keyRange(_ r: inout CBORReader) throws(CBORError) -> Range<Int> {
+            let keyStart = r.position
+            let kh = try r.head()
+            guard kh.major == 3, !kh.isIndefinite else {
+                r.position = keyStart
+                try r.skipItem()
+                return keyStart..<keyStart
+            }
+            let count = try r.checkedLength(kh)
+            defer { r.position += count }
+            return r.position..<r.position + count
         }
 
         private func matches(_ range: Range<Int>, _ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -226,16 +248,22 @@ final class CBORDecoding: Decoder {
             var name = key.stringValue
             return try name.withUTF8 { utf8 throws -> Int? in
                 // Fast path: the next entry in written order.
-                let current = state
+                var current = state
                 if current.index == nil, current.remaining.map({ $0 > 0 }) ?? true {
+                    if current.valuePending {
+                        current.cursor = try decoder.endOfItem(at: current.cursor)
+                        current.valuePending = false
+                        decoder.maps[slot] = current
+                    }
                     var r = decoder.reader(at: current.cursor)
                     let atEnd = current.remaining == nil ? try r.consumeBreak() : false
                     if !atEnd {
-                        let e = try entry(&r)
-                        if matches(e.key, utf8) {
+                        let key = try keyRange(&r)
+                        if matches(key, utf8) {
                             decoder.maps[slot].cursor = r.position
+                            decoder.maps[slot].valuePending = true
                             decoder.maps[slot].remaining = current.remaining.map { $0 - 1 }
-                            return e.value
+                            return r.position
                         }
                     }
                 }
@@ -279,7 +307,12 @@ final class CBORDecoding: Decoder {
             let offset = try valueOffset(key)
             var r = decoder.reader(at: offset)
             do {
-                return try read(&r, decoder)
+                let value = try read(&r, decoder)
+                if decoder.maps[slot].valuePending, decoder.maps[slot].cursor == offset {
+                    decoder.maps[slot].cursor = r.position
+                    decoder.maps[slot].valuePending = false
+                }
+                return value
             } catch {
                 // Only now is the path worth building: read again to report it.
                 decoder.codingPath.append(key)
