@@ -43,6 +43,36 @@ import Testing
         #expect(fired.all == [1, 2, 3])
     }
 
+    /// Cancelling the earliest timer leaves libuv's timer armed for it: the
+    /// early wake-up must find nothing due and still fire the later timers
+    /// on time, and a timer armed earlier than all others must not wait.
+    @Test func cancellingTheEarliestTimerNeitherFiresNorDelaysTheRest() async {
+        let group = EventLoopGroup(loopCount: 1)
+        defer { group.shutdown() }
+        let loop = group.loops[0]
+        let clock = ContinuousClock()
+        let start = clock.now
+        let fired = Record<(Int, Duration)>()
+        loop.execute {
+            let first = loop.scheduleTimer(after: .milliseconds(20)) { fired.append((99, clock.now - start)) }
+            loop.scheduleTimer(after: .milliseconds(60)) { fired.append((2, clock.now - start)) }
+            loop.cancelTimer(first)
+            loop.scheduleTimer(after: .milliseconds(40)) { fired.append((1, clock.now - start)) }
+        }
+        #expect(await eventually { fired.all.count == 2 })
+        let all = fired.all
+        #expect(all.map(\.0) == [1, 2])
+        #expect(all.count == 2 && all[0].1 >= .milliseconds(40) && all[1].1 >= .milliseconds(60))
+        // A timer earlier than every armed one re-arms libuv's timer at once.
+        let early = Mutex<Duration?>(nil)
+        let second = clock.now
+        loop.execute {
+            loop.scheduleTimer(after: .seconds(30)) {}
+            loop.scheduleTimer(after: .milliseconds(10)) { early.withLock { $0 = clock.now - second } }
+        }
+        #expect(await eventually(timeout: .seconds(5)) { early.withLock { $0 } != nil })
+    }
+
     @Test func aTimerDoesNotFireBeforeItsDelay() async {
         let group = EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }

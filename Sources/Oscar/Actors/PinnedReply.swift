@@ -38,7 +38,7 @@ final class PinnedReply: ReplyTarget, @unchecked Sendable {
         // Borrowed bytes: copy them before hopping.
         let bytes = Array(payload)
         let target = UncheckedSendable(original)
-        let decoderBox = UncheckedSendable(decoder)
+        let decoderBox = UncheckedSendable(decoder.detached)
         _ = armed.execute {
             bytes.withUnsafeBytes { target.value.complete(wire: kind, payload: $0, decoder: decoderBox.value) }
         }

@@ -262,13 +262,16 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         preconditionInEventLoop()
         entry.timerDeadline = deadline
         timers.insert(entry)
-        rearmTimerHandle()
+        if deadline < armedDeadline { rearmTimerHandle() }
     }
 
+    /// Leaves libuv's timer as it is. If it then fires before anything is
+    /// due, `fireTimers` finds nothing and arms it for the new earliest
+    /// deadline. Restarting it here cost two clock reads and libuv's own
+    /// heap on every reply to an ask.
     func disarm(_ entry: any TimerEntry) {
         preconditionInEventLoop()
         timers.remove(entry)
-        rearmTimerHandle()
     }
 
     private func rearmTimerHandle() {

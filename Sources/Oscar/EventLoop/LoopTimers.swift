@@ -40,42 +40,49 @@ public final class LoopTimer: TimerEntry {
 /// serves them all, and a reply removes its entry at once rather than leaving it
 /// to expire.
 struct TimerHeap {
-    private var entries: [any TimerEntry] = []
+    /// The deadline is kept beside its entry, so ordering the heap reads
+    /// plain integers instead of calling through the protocol (a reply per
+    /// ask removes an entry: that was most of a timer's cost).
+    private struct Slot {
+        var deadline: UInt64
+        var entry: any TimerEntry
+    }
+    private var slots: [Slot] = []
 
-    var count: Int { entries.count }
-    var earliest: (any TimerEntry)? { entries.first }
+    var count: Int { slots.count }
+    var earliest: (any TimerEntry)? { slots.first?.entry }
 
     mutating func insert(_ entry: any TimerEntry) {
         precondition(entry.timerSlot < 0, "timer is already scheduled")
-        entry.timerSlot = entries.count
-        entries.append(entry)
-        siftUp(entries.count - 1)
+        entry.timerSlot = slots.count
+        slots.append(Slot(deadline: entry.timerDeadline, entry: entry))
+        siftUp(slots.count - 1)
     }
 
     /// Removes the entry if it is scheduled; a no-op otherwise.
     mutating func remove(_ entry: any TimerEntry) {
         let slot = entry.timerSlot
-        guard slot >= 0, slot < entries.count, entries[slot] === entry else { return }
+        guard slot >= 0, slot < slots.count, slots[slot].entry === entry else { return }
         entry.timerSlot = -1
-        let last = entries.removeLast()
-        guard slot < entries.count else { return }
-        entries[slot] = last
-        last.timerSlot = slot
+        let last = slots.removeLast()
+        guard slot < slots.count else { return }
+        slots[slot] = last
+        last.entry.timerSlot = slot
         siftDown(slot)
         siftUp(slot)
     }
 
     /// Removes and returns the earliest entry if its deadline is at or before `now`.
     mutating func popExpired(now: UInt64) -> (any TimerEntry)? {
-        guard let first = entries.first, first.timerDeadline <= now else { return nil }
-        remove(first)
-        return first
+        guard let first = slots.first, first.deadline <= now else { return nil }
+        remove(first.entry)
+        return first.entry
     }
 
     mutating func removeAll() -> [any TimerEntry] {
-        let all = entries
+        let all = slots.map(\.entry)
         for e in all { e.timerSlot = -1 }
-        entries.removeAll()
+        slots.removeAll()
         return all
     }
 
@@ -83,7 +90,7 @@ struct TimerHeap {
         var child = start
         while child > 0 {
             let parent = (child - 1) / 2
-            guard entries[child].timerDeadline < entries[parent].timerDeadline else { return }
+            guard slots[child].deadline < slots[parent].deadline else { return }
             swapAt(child, parent)
             child = parent
         }
@@ -93,19 +100,19 @@ struct TimerHeap {
         var parent = start
         while true {
             let left = 2 * parent + 1
-            guard left < entries.count else { return }
+            guard left < slots.count else { return }
             var smallest = left
             let right = left + 1
-            if right < entries.count, entries[right].timerDeadline < entries[left].timerDeadline { smallest = right }
-            guard entries[smallest].timerDeadline < entries[parent].timerDeadline else { return }
+            if right < slots.count, slots[right].deadline < slots[left].deadline { smallest = right }
+            guard slots[smallest].deadline < slots[parent].deadline else { return }
             swapAt(parent, smallest)
             parent = smallest
         }
     }
 
     private mutating func swapAt(_ a: Int, _ b: Int) {
-        entries.swapAt(a, b)
-        entries[a].timerSlot = a
-        entries[b].timerSlot = b
+        slots.swapAt(a, b)
+        slots[a].entry.timerSlot = a
+        slots[b].entry.timerSlot = b
     }
 }

@@ -11,7 +11,28 @@ public struct CBORDecoder: Sendable {
     /// reads its `ActorSystem` from here.
     public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
 
+    /// Set on a decoder that one thread keeps for the frames it reads (the
+    /// transport's I/O loop, for replies): decodes then reuse one decoding
+    /// object instead of allocating two per message. `detached` drops it
+    /// before the decoder goes to another thread.
+    var reusable: ReusableDecoding?
+
     public init() {}
+
+    /// A copy that decodes with one reused decoding object: for one thread
+    /// only (it is not locked).
+    func reusingOneDecoding() -> CBORDecoder {
+        var copy = self
+        copy.reusable = ReusableDecoding(CBORDecoding(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: userInfo))
+        return copy
+    }
+
+    /// A copy without the reused decoding object, safe to use on any thread.
+    var detached: CBORDecoder {
+        var copy = self
+        copy.reusable = nil
+        return copy
+    }
 
     public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(CBORError) -> T {
         let result = bytes.withUnsafeBytes { raw in Result { () throws(CBORError) in try decode(type, from: raw) } }
@@ -21,7 +42,12 @@ public struct CBORDecoder: Sendable {
     /// Decodes from bytes that must stay valid for the duration of the call
     /// only (a slice of a reusable read buffer, say).
     public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws(CBORError) -> T {
-        try decode(type, from: bytes, using: CBORDecoding(bytes, userInfo: userInfo))
+        if let reusable, !reusable.busy {
+            reusable.busy = true  // a decode within this one gets its own object
+            defer { reusable.busy = false }
+            return try decode(type, from: bytes, using: reusable.decoding)
+        }
+        return try decode(type, from: bytes, using: CBORDecoding(bytes, userInfo: userInfo))
     }
 
     /// Decodes with a decoding object kept by the caller (an actor cell keeps
@@ -55,6 +81,13 @@ public struct CBORDecoder: Sendable {
             return "\(error)"
         }
     }
+}
+
+/// A decoding object kept by one thread (see `CBORDecoder.reusable`).
+final class ReusableDecoding: @unchecked Sendable {
+    let decoding: CBORDecoding
+    var busy = false
+    init(_ decoding: CBORDecoding) { self.decoding = decoding }
 }
 
 final class CBORDecoding: Decoder {

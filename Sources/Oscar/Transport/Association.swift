@@ -28,6 +28,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private var flushScheduled = false
     /// Encodes messages sent from this loop, reused (loop-confined).
     let encoding = CBOREncoding()
+    /// Decodes replies read on this loop with one reused decoding object
+    /// (loop-confined; `PinnedReply` detaches it before hopping loops).
+    private lazy var replyDecoder = transport.system.decoder.reusingOneDecoding()
     /// Frames appended since the last write.
     private var framesQueued = 0
     private var pending: [UInt64: any ReplyTarget] = [:]
@@ -367,7 +370,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             guard let waiting = removePending(envelope.correlation) else { return }  // timed out
             waiting.complete(
                 wire: envelope.kind, payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
-                decoder: transport.system.decoder)
+                decoder: replyDecoder)
         default:
             throw .malformedFrame("\(envelope.kind) frame after the handshake")
         }
