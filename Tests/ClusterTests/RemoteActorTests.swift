@@ -1,3 +1,4 @@
+import Dispatch
 import Oscar
 import OscarTestSupport
 import Testing
@@ -115,6 +116,37 @@ extension RemoteActorTests {
         for (sender, seqs) in seen { #expect(seqs == Array(0..<2_000), "sender \(sender) out of order") }
     }
 
+    /// One loop turn sends more than the socket buffers hold while the
+    /// receiver reads nothing: what the socket does not take waits in the
+    /// sender's batch and goes out as the receiver drains, in order, with
+    /// nothing lost.
+    @Test func aBurstLargerThanTheSocketBuffersArrivesWholeAndInOrder() async throws {
+        let count = 60_000  // 250 bytes each: 15 MB, past loopback's socket buffers
+        let release = DispatchSemaphore(value: 0)
+        let receiver = try ClusterNode(settings: .init(port: 0, secret: "s3cret", loopCount: 1)) { actors in
+            actors.singleton("sink") { PaddedSink() }
+            actors.singleton("holder") { LoopHolder(release) }
+        }
+        let sender = try ClusterNode(settings: .init(port: 0, secret: "s3cret", loopCount: 1)) { actors in
+            actors.singleton("burster") { NumberedBurster() }
+        }
+        defer { shutDown(receiver, sender) }
+        let sink = sender.system.ref("oscar://127.0.0.1:\(receiver.address.port)/user/sink")!
+        let burster = sender.system.actor("burster")!
+        _ = try await sink.ask(ReportCount(), timeout: .seconds(10))  // connected
+        receiver.system.actor("holder")!.tell(Hold())  // its only loop reads nothing now
+        defer { release.signal() }
+        burster.tell(NumberedBurst(sink: sink, count: count))
+        _ = try await burster.ask(ReportCount(), timeout: .seconds(60))  // the whole burst is out of the reaction
+        release.signal()
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                (try? await sink.ask(ReportCount(), timeout: .seconds(5))) == count
+            }
+        )
+        #expect(try await sink.ask(ReportCount(), timeout: .seconds(5)) == count, "a tell was lost or out of order")
+    }
+
     @Test func aNodeWithTheWrongSecretIsRejected() async throws {
         let a = try node("right")
         let b = try node("wrong")
@@ -220,6 +252,51 @@ struct Numbered: Message {
     var seq: Int
 }
 struct ReportCount: Message { typealias Reply = Int }
+/// A numbered tell with 200 bytes of padding, so a burst outgrows the
+/// socket buffers.
+struct PaddedNumbered: Message {
+    var seq: Int
+    var padding: String
+}
+/// Sends `count` padded tells to `sink` in one reaction: one loop turn.
+struct NumberedBurst: Message {
+    var sink: ActorRef
+    var count: Int
+}
+final class NumberedBurster: Reactor {
+    static func reactions(_ r: inout Reactions<NumberedBurster>) {
+        r.on(
+            NumberedBurst.self,
+            do: { _, m in
+                let padding = String(repeating: "p", count: 200)
+                for seq in 0..<m.count { m.sink.tell(PaddedNumbered(seq: seq, padding: padding)) }
+            })
+        r.on(ReportCount.self, result: { _, _ in 0 })  // answered once the burst has been sent
+    }
+}
+/// Holds its loop's thread until released: a receiver that reads nothing
+/// for a while, so the sender's socket fills.
+struct Hold: Message {}
+final class LoopHolder: Reactor {
+    let release: DispatchSemaphore
+    init(_ release: DispatchSemaphore) { self.release = release }
+    static func reactions(_ r: inout Reactions<LoopHolder>) {
+        r.on(Hold.self, do: { me, _ in _ = me.release.wait(timeout: .now() + 30) })
+    }
+}
+final class PaddedSink: Reactor {
+    var next = 0
+    var outOfOrder = 0
+    static func reactions(_ r: inout Reactions<PaddedSink>) {
+        r.on(
+            PaddedNumbered.self,
+            do: { me, m in
+                if m.seq != me.next || m.padding.utf8.count != 200 { me.outOfOrder += 1 }
+                me.next = m.seq + 1
+            })
+        r.on(ReportCount.self, result: { me, _ in me.outOfOrder == 0 ? me.next : -1 })
+    }
+}
 struct ReportSequences: Message { typealias Reply = [Int: [Int]] }
 
 final class SequenceSink: Reactor {

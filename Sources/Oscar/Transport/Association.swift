@@ -25,6 +25,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Loop-confined; not checked for exclusivity at run time, which cost a
     /// fifth of the send path (every access is on the I/O loop, in sequence).
     @exclusivity(unchecked) private var outbound: [UInt8] = []
+    /// How much of `outbound` the socket has taken. Mid-turn, what the
+    /// socket does not take stays here rather than in libuv's queue (see
+    /// `flush(to:endOfTurn:)`).
+    @exclusivity(unchecked) private var outboundHead = 0
     private var flushScheduled = false
     /// Encodes messages sent from this loop, reused (loop-confined).
     let encoding = CBOREncoding()
@@ -81,7 +85,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         // Bytes already handed to libuv and not yet on the wire count too:
         // otherwise the bound would only hold until the next flush.
-        guard outbound.count + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity else {
+        guard outbound.count - outboundHead + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity
+        else {
             refuse(manifest, reply, .outboundFull(node))
             return
         }
@@ -200,9 +205,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private func outboundChanged() {
         framesQueued += 1
         if let connection {
-            if outbound.count >= Self.eagerFlushBytes || framesQueued >= Self.eagerFlushFrames {
-                flush(to: connection)
-            } else if !flushScheduled {
+            if outbound.count - outboundHead >= Self.eagerFlushBytes || framesQueued >= Self.eagerFlushFrames {
+                flush(to: connection, endOfTurn: false)
+            }
+            if outboundHead < outbound.count, !flushScheduled {
                 flushScheduled = true
                 loop.schedule(self)
             }
@@ -218,14 +224,30 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Flushes once per loop turn: every frame queued this turn in one write.
     func run() {
         flushScheduled = false
-        if let connection { flush(to: connection) }
+        if let connection { flush(to: connection, endOfTurn: true) }
     }
 
-    private func flush(to connection: Connection) {
+    /// Writes what the socket takes now. Mid-turn, the rest stays in
+    /// `outbound`: a sender in a long loop (W1's million tells in one turn)
+    /// tries again at its next flush, so the peer keeps receiving while the
+    /// loop runs. Handed to libuv instead, the rest would wait in libuv's
+    /// queue, and everything after it too, until the turn ended, and the
+    /// peer would sit idle meanwhile. At the end of the turn, libuv takes the
+    /// rest and writes it as the socket drains.
+    private func flush(to connection: Connection, endOfTurn: Bool) {
         framesQueued = 0
-        guard !outbound.isEmpty else { return }
-        connection.write(outbound)
-        outbound.removeAll(keepingCapacity: true)
+        guard outboundHead < outbound.count else { return }
+        outbound.withUnsafeBytes { all in
+            let unsent = UnsafeRawBufferPointer(rebasing: all[outboundHead...])
+            outboundHead += endOfTurn ? connection.write(unsent) : connection.tryWrite(unsent)
+        }
+        if outboundHead == outbound.count || endOfTurn {
+            outbound.removeAll(keepingCapacity: true)
+            outboundHead = 0
+        } else if outboundHead >= Self.eagerFlushBytes, outboundHead * 2 >= outbound.count {
+            outbound.removeSubrange(..<outboundHead)  // keep moving memory small
+            outboundHead = 0
+        }
     }
 
     func forget(_ correlation: UInt64) { _ = removePending(correlation) }
@@ -275,7 +297,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         gatedUntil = 0
         backoff = transport.settings.reconnectBackoffMin
         Log.shared.info("connected to \(peer) (uid \(peer.uid))")
-        flush(to: conn)
+        flush(to: conn, endOfTurn: true)
     }
 
     /// A connection of this association closed (or never opened). With
@@ -289,7 +311,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         if wasEstablished {
             if shuttingDown {
                 Log.shared.debug("closed the connection to \(node)")
-            } else if pending.isEmpty && outbound.isEmpty {
+            } else if pending.isEmpty && outboundHead == outbound.count {
                 // Nothing lost (a one-shot client such as `oscar ask` that
                 // is done): news, not a problem. Membership reports members
                 // that fail.
@@ -300,6 +322,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             }
         }
         outbound.removeAll()
+        outboundHead = 0
         dropHeld()
         failPending(reason, as: rejected ? .rejected(reason) : nil)
         gate(reason)
@@ -322,7 +345,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     func shutdown() {
         shuttingDown = true
-        if let connection { flush(to: connection) }
+        if let connection { flush(to: connection, endOfTurn: true) }
         failPending("this node is shutting down")
         // The cached target may refer back to the transport (a cluster
         // pool's router holds refs to other nodes): let go of it.

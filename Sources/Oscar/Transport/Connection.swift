@@ -184,14 +184,26 @@ final class Connection {
     /// loop turn, so a sender that flushes thousands of times in one turn
     /// used to pile up that many buffers (90 MB in W1) before any was freed.
     /// `uv_try_write` refuses while anything is queued, so order holds.
-    func write(_ bytes: [UInt8]) {
-        guard state != .closed, !bytes.isEmpty else { return }
-        bytes.withUnsafeBytes { raw in
-            var buf = uv_buf_init(
-                UnsafeMutablePointer(mutating: raw.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(raw.count))
-            let written = max(0, Int(uv_try_write(stream, &buf, 1)))  // an error: queue, and uv_write reports it
-            if written < raw.count { queue(UnsafeRawBufferPointer(rebasing: raw[written...])) }
-        }
+    func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { _ = write($0) } }
+
+    /// As `write(_:)`, from borrowed bytes; returns how many it took (all of
+    /// them, but for a closed connection, which takes none).
+    @discardableResult
+    func write(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        let written = tryWrite(bytes)
+        if written < bytes.count { queue(UnsafeRawBufferPointer(rebasing: bytes[written...])) }
+        return bytes.count
+    }
+
+    /// Writes what the socket takes at once, without queueing: 0 when it
+    /// takes nothing, when libuv still holds queued bytes (order), or on an
+    /// error (the next queued write reports it and closes).
+    func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        var buf = uv_buf_init(
+            UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
+        return max(0, Int(uv_try_write(stream, &buf, 1)))
     }
 
     private func queue(_ bytes: UnsafeRawBufferPointer) {
