@@ -37,7 +37,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private lazy var replyDecoder = transport.system.decoder.reusingOneDecoding()
     /// Frames appended since the last write.
     private var framesQueued = 0
-    private var pending: [UInt64: any ReplyTarget] = [:]
+    @exclusivity(unchecked) private var pending = PendingTable<any ReplyTarget>()
     private var nextCorrelation: UInt64 = 1
     /// Until this `uv_hrtime` instant, sends fail at once instead of
     /// reconnecting (after a failed attempt, with exponential backoff).
@@ -109,7 +109,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         if let reply {
             nextCorrelation &+= 1
-            pending[correlation] = reply
+            pending.insert(reply, for: correlation)
             transport.stats.add(.asksPending)
             reply.waitOn(self, correlation: correlation)
             reply.arm(on: loop)
@@ -254,7 +254,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// Removes a waiting ask, keeping the pending-asks gauge exact.
     private func removePending(_ correlation: UInt64) -> (any ReplyTarget)? {
-        guard let reply = pending.removeValue(forKey: correlation) else { return nil }
+        guard let reply = pending.remove(correlation) else { return nil }
         transport.stats.add(.asksPending, -1)
         return reply
     }
@@ -335,10 +335,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     private func failPending(_ reason: String, as error: AskError? = nil) {
-        let waiting = pending
-        pending.removeAll()
+        let waiting = pending.removeAll()
         transport.stats.add(.asksPending, -waiting.count)
-        for (_, reply) in waiting { reply.fail(error ?? .nodeUnreachable(node, reason)) }
+        for reply in waiting { reply.fail(error ?? .nodeUnreachable(node, reason)) }
     }
 
     private var shuttingDown = false
