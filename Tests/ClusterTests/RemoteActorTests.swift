@@ -128,7 +128,7 @@ extension RemoteActorTests {
             actors.singleton("holder") { LoopHolder(release) }
         }
         let sender = try ClusterNode(settings: .init(port: 0, secret: "s3cret", loopCount: 1)) { actors in
-            actors.singleton("burster") { NumberedBurster() }
+            actors.singleton("burster") { Burster() }
         }
         defer { shutDown(receiver, sender) }
         let sink = sender.system.ref("oscar://127.0.0.1:\(receiver.address.port)/user/sink")!
@@ -136,8 +136,8 @@ extension RemoteActorTests {
         _ = try await sink.ask(ReportCount(), timeout: .seconds(10))  // connected
         receiver.system.actor("holder")!.tell(Hold())  // its only loop reads nothing now
         defer { release.signal() }
-        burster.tell(NumberedBurst(sink: sink, count: count))
-        _ = try await burster.ask(ReportCount(), timeout: .seconds(60))  // the whole burst is out of the reaction
+        // Answered once the whole burst has left the reaction.
+        _ = try await burster.ask(TellBurst(target: sink, count: count, padding: 200), timeout: .seconds(60))
         release.signal()
         #expect(
             await eventually(timeout: .seconds(60)) {
@@ -252,27 +252,11 @@ struct Numbered: Message {
     var seq: Int
 }
 struct ReportCount: Message { typealias Reply = Int }
-/// A numbered tell with 200 bytes of padding, so a burst outgrows the
-/// socket buffers.
+/// A numbered tell with padding, so that a burst outgrows the socket
+/// buffers.
 struct PaddedNumbered: Message {
     var seq: Int
     var padding: String
-}
-/// Sends `count` padded tells to `sink` in one reaction: one loop turn.
-struct NumberedBurst: Message {
-    var sink: ActorRef
-    var count: Int
-}
-final class NumberedBurster: Reactor {
-    static func reactions(_ r: inout Reactions<NumberedBurster>) {
-        r.on(
-            NumberedBurst.self,
-            do: { _, m in
-                let padding = String(repeating: "p", count: 200)
-                for seq in 0..<m.count { m.sink.tell(PaddedNumbered(seq: seq, padding: padding)) }
-            })
-        r.on(ReportCount.self, result: { _, _ in 0 })  // answered once the burst has been sent
-    }
 }
 /// Holds its loop's thread until released: a receiver that reads nothing
 /// for a while, so the sender's socket fills.
@@ -291,7 +275,7 @@ final class PaddedSink: Reactor {
         r.on(
             PaddedNumbered.self,
             do: { me, m in
-                if m.seq != me.next || m.padding.utf8.count != 200 { me.outOfOrder += 1 }
+                if m.seq != me.next { me.outOfOrder += 1 }
                 me.next = m.seq + 1
             })
         r.on(ReportCount.self, result: { me, _ in me.outOfOrder == 0 ? me.next : -1 })
@@ -330,7 +314,7 @@ extension RemoteActorTests {
         let silent = a.system.ref("oscar://127.0.0.1:1/user/sink")!
         // 50 MB of tells in one reaction on A's only loop.
         let burster = try a.system.spawn("burst") { Burster() }
-        _ = try await burster.ask(TellBurst(target: silent, count: 50_000), timeout: .seconds(30))
+        _ = try await burster.ask(TellBurst(target: silent, count: 50_000, padding: 1_000), timeout: .seconds(30))
         #expect(a.system.deadLetters > 0)
         #expect(a.system.deadLetters < 50_000)
         // The peer now hangs up with writes still queued: that must be an
@@ -342,16 +326,18 @@ extension RemoteActorTests {
 struct TellBurst: Message {
     var target: ActorRef
     var count: Int
+    var padding: Int
 }
 
-/// Tells `count` 1 KiB messages in one synchronous reaction.
+/// Tells `count` numbered, padded messages in one synchronous reaction: one
+/// loop turn.
 final class Burster: Reactor {
     static func reactions(_ r: inout Reactions<Burster>) {
         r.on(
             TellBurst.self,
             do: { _, m in
-                let padding = String(repeating: "x", count: 1_000)
-                for _ in 0..<m.count { m.target.tell(Said(text: padding)) }
+                let padding = String(repeating: "x", count: m.padding)
+                for seq in 0..<m.count { m.target.tell(PaddedNumbered(seq: seq, padding: padding)) }
             })
     }
 }
