@@ -61,6 +61,8 @@ extension ClusterSystem {
 
     /// A virtual actor's ID is `/virtual/<kind>/<key>` on the caller's node.
     static func virtualTarget(_ id: ActorID) -> (kind: String, key: String)? {
+        // Every remote call asks: answer the usual "no" without splitting.
+        guard id.path.utf8.starts(with: VirtualHost.path.utf8) else { return nil }
         let parts = id.path.split(separator: "/", maxSplits: 2)
         guard parts.count == 3, "/" + parts[0] == VirtualHost.path else { return nil }
         return (String(parts[1]), String(parts[2]))
