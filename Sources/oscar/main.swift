@@ -60,6 +60,7 @@ let usage = """
                                       asks over a cluster pool on 3 local nodes, 64 outstanding:
                                       leastBusy, then roundRobin
       oscar help | --help             this text
+      oscar COMMAND --help            that command's lines of this text
       oscar version
 
     SETTINGS (oscar node; flag --NAME, variable OSCAR_NAME, or "name" in the JSON file)
@@ -85,8 +86,30 @@ func fail(_ error: CLIError) -> Never {
     exit(error.exitCode)
 }
 
+/// The usage lines for one command (its entries and their continuation
+/// lines), or the whole text when it has none.
+func usage(of command: String) -> String {
+    var picked: [String] = []
+    var inEntry = false
+    for line in usage.split(separator: "\n", omittingEmptySubsequences: false) {
+        if line.hasPrefix("  oscar ") {
+            inEntry = line.hasPrefix("  oscar \(command) ") || line == "  oscar \(command)"
+        } else if !line.hasPrefix("   ") {
+            inEntry = false
+        }
+        if inEntry { picked.append(String(line)) }
+    }
+    if command == "node" { picked.append("\nSee 'oscar help' for SETTINGS.") }
+    return picked.isEmpty ? usage : "USAGE\n" + picked.joined(separator: "\n")
+}
+
 do throws(CLIError) {
     var args = try Arguments(raw.dropFirst())
+    // `oscar CMD --help` (or -h) explains CMD instead of running it.
+    if command != "help", args.has("help") || raw.dropFirst().contains("-h") {
+        print(usage(of: command))
+        exit(0)
+    }
     switch command {
     case "help", "--help", "-h":
         print(usage)

@@ -76,4 +76,17 @@ import Testing
             #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
         }
     }
+
+    /// `--help` after a command explains it and runs nothing: `oscar chaos
+    /// --help` used to start a 60-second chaos run.
+    @Test func helpAfterACommandPrintsItsUsageAndRunsNothing() async throws {
+        for (command, says) in [
+            ("chaos", "oscar chaos [--nodes 5]"), ("cluster", "oscar cluster up"), ("ask", "oscar ask URI"),
+        ] {
+            let result = try await OscarProcess.run([command, "--help"], timeout: .seconds(10))
+            #expect(result.status == 0, "\(command): \(result.stderr)")
+            #expect(result.stdout.contains(says), "\(command): \(result.stdout)")
+            #expect(!result.stdout.contains("oscar demo"), "\(command): only its own usage")
+        }
+    }
 }
