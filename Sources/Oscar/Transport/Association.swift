@@ -237,10 +237,18 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// rest and writes it as the socket drains.
     private func flush(to connection: Connection, endOfTurn: Bool) {
         guard outboundHead < outbound.count else { return }
-        outbound.withUnsafeBytes { all in
-            let unsent = UnsafeRawBufferPointer(rebasing: all[outboundHead...])
-            outboundHead += endOfTurn ? connection.write(unsent) : connection.tryWrite(unsent)
-        }
+        let head = outboundHead
+        // A failed write closes the connection, and losing it empties
+        // `outbound` from inside this call: write from a reference of our
+        // own, so the bytes stay alive, and let `lost` have the last word.
+        let taken = { (batch: [UInt8]) in
+            batch.withUnsafeBytes { all in
+                let unsent = UnsafeRawBufferPointer(rebasing: all[head...])
+                return endOfTurn ? connection.write(unsent) : connection.tryWrite(unsent)
+            }
+        }(outbound)
+        guard self.connection === connection else { return }
+        outboundHead += taken
         if outboundHead == outbound.count || endOfTurn {
             outbound.removeAll(keepingCapacity: true)
             outboundHead = 0
