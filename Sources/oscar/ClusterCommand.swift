@@ -107,6 +107,7 @@ enum ClusterCommand {
         var lastLine = ""
         while true {
             let running = state.nodes.filter(isRunning)
+            let runningPorts = Set(running.map(\.port))
             if let dead = state.nodes.first(where: { !isRunning($0) && !wasKilled($0, dir) }) {
                 throw .failed(
                     "node \(state.address(dead)) exited; the end of its log (\(logPath(dir, dead.port))):\n"
@@ -119,10 +120,11 @@ enum ClusterCommand {
                 let view = try? await client.node.membership(of: state.address(node), timeout: .seconds(1))
                 if firstView == nil { firstView = view }
                 let up =
-                    view?.members.filter {
-                        $0.status == .up && view?.unreachable.contains($0.uid) == false
-                            && running.map(\.port).contains($0.node.port)
-                    }.count ?? 0
+                    view.map { v in
+                        v.members.filter {
+                            $0.status == .up && !v.unreachable.contains($0.uid) && runningPorts.contains($0.node.port)
+                        }.count
+                    } ?? 0
                 if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
             }
             let elapsed = (clock.now - start).seconds
@@ -134,7 +136,7 @@ enum ClusterCommand {
             // The first node's view, already read this round, is the table.
             if upEverywhere == running.count, let view = firstView {
                 print(MembersTable.text(view))
-                for member in view.members where !running.map(\.port).contains(member.node.port) {
+                for member in view.members where !runningPorts.contains(member.node.port) {
                     print(
                         "\(member.node) is no longer running; the cluster downs and removes it within about 10 s "
                             + "of its end")

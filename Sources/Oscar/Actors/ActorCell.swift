@@ -289,7 +289,7 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     let decoder: CBORDecoder
     /// Reused for every message this actor decodes (loop-confined; a cell
     /// decodes one message at a time).
-    private lazy var decoding = CBORDecoding(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: decoder.userInfo)
+    private lazy var decoding = CBORDecoding(reusableWith: decoder.userInfo)
 
     func decode<M: Message>(_ type: M.Type, from payload: UnsafeRawBufferPointer) throws(CBORError) -> M {
         try decoder.decode(type, from: payload, using: decoding)

@@ -23,7 +23,7 @@ public struct CBORDecoder: Sendable {
     /// only (it is not locked).
     func reusingOneDecoding() -> CBORDecoder {
         var copy = self
-        copy.reusable = ReusableDecoding(CBORDecoding(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: userInfo))
+        copy.reusable = ReusableDecoding(CBORDecoding(reusableWith: userInfo))
         return copy
     }
 
@@ -114,6 +114,11 @@ final class CBORDecoding: Decoder {
     init(_ bytes: UnsafeRawBufferPointer, userInfo: [CodingUserInfoKey: any Sendable]) {
         self.bytes = bytes
         self.info = userInfo
+    }
+
+    /// A decoding to keep and reuse: each decode points it at its bytes.
+    convenience init(reusableWith userInfo: [CodingUserInfoKey: any Sendable]) {
+        self.init(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: userInfo)
     }
 
     var userInfo: [CodingUserInfoKey: Any] { info }
