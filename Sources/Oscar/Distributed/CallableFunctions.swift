@@ -26,6 +26,13 @@ enum CallableFunctions {
     /// Every distributed function of every loaded image.
     static let all: [Function] = read()
 
+    /// `all`, by identifier.
+    private static let byIdentifier: [String: Function] = Dictionary(
+        all.map { ($0.identifier, $0) }, uniquingKeysWith: { first, _ in first })
+
+    /// The function a call's mangled identifier names, if this program has it.
+    static func function(identifier: String) -> Function? { byIdentifier[identifier] }
+
     /// The identifier of the distributed function `name` of `type` (a base
     /// name, or a signature prefix such as `add(Swift.Int` to pick an
     /// overload), or an error that lists what there is.
@@ -49,7 +56,7 @@ enum CallableFunctions {
 
     /// `Type.name(Args) -> R` for an identifier, for messages a person reads.
     static func signature(of identifier: String) -> String {
-        all.first { $0.identifier == identifier }.map { "\($0.type).\($0.signature)" } ?? identifier
+        function(identifier: identifier).map { "\($0.type).\($0.signature)" } ?? identifier
     }
 
     private static func read() -> [Function] {

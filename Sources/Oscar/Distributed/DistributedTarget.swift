@@ -86,8 +86,8 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
             reply?.arm(on: loop)
             var decoder = ClusterInvocationDecoder(call: call, decoder: system.node.system.decoder)
             do {
-                try await system.executeDistributedTarget(
-                    on: actor, target: RemoteCallTarget(call.target), invocationDecoder: &decoder,
+                try await TargetExecution.execute(
+                    call.target, on: actor, system: system, decoder: &decoder,
                     handler: ClusterResultHandler(reply: reply))
             } catch {
                 reply?.fail(.handlerFailed("\(call.target) on \(actor.id): \(error)"))

@@ -1,0 +1,154 @@
+import Distributed
+import Synchronization
+
+/// Executes calls to distributed functions with their signatures looked up
+/// once per function, not once per call.
+///
+/// The Distributed library's `executeDistributedTarget` demangles the
+/// target's name three times on every call (its parameter count, parameter
+/// types and return type): about a tenth of a callee's time in W3. Here
+/// those types are read once, with the same runtime functions, and kept;
+/// each call then goes straight to the runtime's executor
+/// (`swift_distributed_execute_target`), as `executeDistributedTarget` does
+/// after its lookups.
+///
+/// - Only functions this program has (`CallableFunctions`) are looked up,
+///   so names from the network cannot grow the cache.
+/// - Generic functions take the library's path: their types depend on each
+///   call's substitutions.
+///
+/// Deviation from "unsafe pointers only in EventLoop/ and Transport/": the
+/// runtime takes its arguments as raw buffers. They are confined to this
+/// file, and the buffers a signature keeps live as long as the process.
+enum TargetExecution {
+    /// What a call needs to know of its target, kept for the process's life.
+    struct Signature: @unchecked Sendable {
+        /// The identifier's UTF-8 bytes: the runtime finds the function by them.
+        let name: UnsafeMutableBufferPointer<UInt8>
+        /// The parameter types, in order (at least one slot, never nil).
+        let argumentTypes: UnsafeMutableBufferPointer<Any.Type>
+        /// How to hand the returned value to the result handler; nil for
+        /// a function that returns nothing.
+        let result: (any ResultSlot.Type)?
+    }
+
+    /// Takes a returned value out of the result buffer and hands it on,
+    /// typed: `Returned<R>`, made once per return type, where the type is
+    /// still known.
+    protocol ResultSlot {
+        static var size: Int { get }
+        static var alignment: Int { get }
+        static func deliver(_ buffer: UnsafeMutableRawPointer, to handler: ClusterResultHandler) async throws
+    }
+
+    enum Returned<R: Codable>: ResultSlot {
+        static var size: Int { MemoryLayout<R>.size }
+        static var alignment: Int { MemoryLayout<R>.alignment }
+        static func deliver(_ buffer: UnsafeMutableRawPointer, to handler: ClusterResultHandler) async throws {
+            try await handler.onReturn(value: buffer.assumingMemoryBound(to: R.self).move())
+        }
+    }
+
+    private enum Entry {
+        case direct(Signature)
+        /// Generic, or a signature the runtime would not read: the library's path.
+        case library
+    }
+
+    private static let entries = Mutex<[String: Entry]>([:])
+
+    /// Runs `target` on `actor`, decoding its arguments with `decoder` and
+    /// handing its outcome (value, nothing, or thrown error) to `handler`.
+    static func execute(
+        _ target: String, on actor: any DistributedActor, system: ClusterSystem,
+        decoder: inout ClusterInvocationDecoder, handler: ClusterResultHandler
+    ) async throws {
+        guard case .direct(let signature) = entry(for: target) else {
+            return try await system.executeDistributedTarget(
+                on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
+        }
+        let result = signature.result
+        let buffer = UnsafeMutableRawPointer.allocate(
+            byteCount: max(result?.size ?? 1, 1), alignment: result?.alignment ?? 1)
+        defer { buffer.deallocate() }
+        do {
+            try await executeTarget(
+                on: actor, signature.name.baseAddress!, UInt(signature.name.count), argumentDecoder: &decoder,
+                argumentTypes: UnsafeRawPointer(signature.argumentTypes.baseAddress!), resultBuffer: buffer,
+                substitutions: nil, witnessTables: nil, numWitnessTables: 0)
+        } catch {
+            // Nothing was returned: the buffer holds no value to destroy.
+            return try await handler.onThrow(error: error)
+        }
+        if let result {
+            try await result.deliver(buffer, to: handler)
+        } else {
+            try await handler.onReturnVoid()
+        }
+    }
+
+    /// The cached entry for `target`, read at its first call. Nil for a
+    /// name this program has no function of (not cached).
+    private static func entry(for target: String) -> Entry? {
+        if let known = entries.withLock({ $0[target] }) { return known }
+        guard let function = CallableFunctions.function(identifier: target) else { return nil }
+        let entry = function.isGeneric ? Entry.library : read(target).map(Entry.direct) ?? .library
+        entries.withLock { $0[target] = entry }
+        return entry
+    }
+
+    /// Reads a non-generic function's parameter and return types.
+    private static func read(_ target: String) -> Signature? {
+        let name = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: target.utf8.count)
+        _ = name.initialize(from: target.utf8)
+        let length = UInt(name.count)
+        let count = __getParameterCount(name.baseAddress!, length)
+        guard count >= 0,
+            _getGenericEnvironmentOfDistributedTarget(name.baseAddress!, length) == nil,
+            let returnType = __getReturnTypeInfo(name.baseAddress!, length, nil, nil)
+        else {
+            name.deallocate()
+            return nil
+        }
+        let types = UnsafeMutableBufferPointer<Any.Type>.allocate(capacity: max(Int(count), 1))
+        let read = parameterTypes(
+            name.baseAddress!, length, nil, nil, UnsafeMutableRawPointer(types.baseAddress!), Int(count))
+        var result: (any ResultSlot.Type)?
+        if returnType != Void.self {
+            guard let codable = returnType as? any Codable.Type else {
+                name.deallocate()
+                types.deallocate()
+                return nil
+            }
+            result = slot(for: codable)
+        }
+        guard read == count else {
+            name.deallocate()
+            types.deallocate()
+            return nil
+        }
+        return Signature(name: name, argumentTypes: types, result: result)
+    }
+
+    private static func slot<R: Codable>(for type: R.Type) -> any ResultSlot.Type { Returned<R>.self }
+}
+
+/// The runtime's executor of distributed targets, which the Distributed
+/// library's `executeDistributedTarget` calls after its lookups: finds the
+/// function's accessor by name, which decodes each argument with
+/// `decodeNextArgument`, calls the function on the actor, and stores what
+/// it returns in `resultBuffer`. Declared as the library declares it.
+@_silgen_name("swift_distributed_execute_target")
+private func executeTarget<D: DistributedTargetInvocationDecoder>(
+    on actor: AnyObject, _ targetName: UnsafePointer<UInt8>, _ targetNameLength: UInt,
+    argumentDecoder: inout D, argumentTypes: UnsafeRawPointer, resultBuffer: UnsafeMutableRawPointer,
+    substitutions: UnsafeRawPointer?, witnessTables: UnsafeRawPointer?, numWitnessTables: UInt
+) async throws
+
+/// Writes a function's parameter types into `types` and returns how many
+/// it wrote (the library's `__getParameterTypeInfo`, with a raw pointer).
+@_silgen_name("swift_func_getParameterTypeInfo")
+private func parameterTypes(
+    _ name: UnsafePointer<UInt8>, _ length: UInt, _ genericEnvironment: UnsafeRawPointer?,
+    _ genericArguments: UnsafeRawPointer?, _ types: UnsafeMutableRawPointer, _ capacity: Int
+) -> Int32
