@@ -40,6 +40,8 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     func succeed<V: Codable & Sendable>(_ value: V) {
         if let reply = value as? R {
             complete(.success(reply))
+        } else if let reply = (value as? any ReplyConvertible)?.converted(to: R.self) as? R {
+            complete(.success(reply))
         } else {
             complete(.failure(.handlerFailed("reply of type \(V.self) where \(R.self) was expected")))
         }

@@ -15,6 +15,15 @@ protocol ReplyTarget: AnyObject, Sendable {
     func waitOn(_ table: any PendingAskTable, correlation: UInt64)
 }
 
+/// A reply that a local asker awaiting another type can still take: across
+/// the network the asker decodes the reply as its own type, and this lets a
+/// local reply do the same where the two types differ but mean the same
+/// (a distributed call's typed outcome, awaited in its encoded form).
+protocol ReplyConvertible {
+    /// This reply as a value of `type`, or nil if it cannot be one.
+    func converted(to type: Any.Type) -> Any?
+}
+
 /// Ends a message that cannot be handled: an ask fails with `error`, a tell
 /// becomes a dead letter of `system` (counted and logged). The one place that
 /// rule lives, for mailboxes and the transport alike.

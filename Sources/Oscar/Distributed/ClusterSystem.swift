@@ -178,13 +178,8 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         on actor: Act, target: RemoteCallTarget, invocation: inout InvocationEncoder, throwing: Err.Type,
         returning: Res.Type
     ) async throws -> Res where Act: DistributedActor, Act.ID == ActorID, Err: Error, Res: Codable {
-        switch try await call(actor.id, target, &invocation) {
-        case .value(let bytes):
-            do {
-                return try node.system.decoder.decode(Res.self, from: Array(bytes))
-            } catch {
-                throw AskError.decodeFailed("the reply of \(target.identifier) as \(Res.self): \(error)")
-            }
+        switch try await call(actor.id, invocation.call(to: target.identifier), returning: Res.self) {
+        case .value(let value): return value
         case .void:
             throw AskError.decodeFailed("\(target.identifier) returned nothing where \(Res.self) was expected")
         case .error(let type, let message, let value):
@@ -195,27 +190,48 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     public func remoteCallVoid<Act, Err>(
         on actor: Act, target: RemoteCallTarget, invocation: inout InvocationEncoder, throwing: Err.Type
     ) async throws where Act: DistributedActor, Act.ID == ActorID, Err: Error {
-        if case .error(let type, let message, let value) = try await call(actor.id, target, &invocation) {
+        let outcome = try await call(actor.id, invocation.call(to: target.identifier), returning: Done.self)
+        if case .error(let type, let message, let value) = outcome {
             throw remoteError(type, message, value)
         }
     }
 
-    private func call(
-        _ id: ActorID, _ target: RemoteCallTarget, _ invocation: inout InvocationEncoder
-    )
-        async throws(AskError) -> DistributedReply
-    {
-        invocation.call.target = target.identifier
+    /// Sends `call` to the actor `id` and awaits its outcome, with the
+    /// result decoded as `Res`.
+    ///
+    /// - To another node (the usual case): as a `TypedCall`, whose reply is
+    ///   decoded straight into `Res` on arrival.
+    /// - Through the message API on this node (a distributed pool) or to a
+    ///   virtual actor: as the encoded form those pass on, decoded here.
+    private func call<Res: Codable>(
+        _ id: ActorID, _ call: DistributedCall, returning: Res.Type
+    ) async throws(AskError) -> DistributedOutcome<Res> {
+        let encoded: DistributedOutcome<RawCBOR>
         if let (kind, key) = Self.virtualTarget(id) {
-            return try await virtualCall(kind: kind, key: key, invocation.call)
+            encoded = try await virtualCall(kind: kind, key: key, call)
+        } else {
+            let ref = node.system.ref(for: id)
+            if ref.target?.isRemote == true {
+                return try await ref.ask(TypedCall<Res>(call), timeout: settings.callTimeout)
+            }
+            encoded = try await ref.ask(call, timeout: settings.callTimeout)
         }
-        return try await node.system.ref(for: id).ask(invocation.call, timeout: settings.callTimeout)
+        switch encoded {
+        case .value(let raw):
+            do {
+                return .value(try node.system.decoder.decode(Res.self, from: raw.bytes))
+            } catch {
+                throw .decodeFailed("the result of \(call.target) as \(Res.self): \(error)")
+            }
+        case .void: return .void
+        case .error(let type, let message, let value): return .error(type: type, message: message, value: value)
+        }
     }
 
-    private func remoteError(_ type: String, _ message: String, _ bytes: Data?) -> RemoteCallError {
+    private func remoteError(_ type: String, _ message: String, _ raw: RawCBOR?) -> RemoteCallError {
         var error = RemoteCallError(typeName: type, message: message, value: nil)
-        if let bytes, let decodable = decodable[type] {
-            error.value = try? node.system.decoder.decode(decodable, from: Array(bytes))
+        if let raw, let decodable = decodable[type] {
+            error.value = try? node.system.decoder.decode(decodable, from: raw.bytes)
         }
         return error
     }

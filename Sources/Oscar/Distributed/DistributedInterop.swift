@@ -155,9 +155,9 @@ extension ActorRef {
     ) async throws
         -> CBORValue
     {
-        let call = DistributedCall(target: function, arguments: arguments.map { Data($0.cbor) })
+        let call = DistributedCall(target: function, arguments: RawCBOR(bytes: CBORValue.array(arguments).cbor))
         switch try await ask(call, timeout: timeout) {
-        case .value(let bytes): return try CBORValue(cbor: Array(bytes))
+        case .value(let raw): return try CBORValue(cbor: raw.bytes)
         case .void: return .null
         case .error(let type, let message, _): throw RemoteCallError(typeName: type, message: message, value: nil)
         }

@@ -2,11 +2,15 @@ import Distributed
 import Foundation
 
 /// Records a call on the caller's side: generic substitutions by mangled
-/// name, each argument in CBOR, the return and error types.
+/// name, and each argument encoded at once into the call's array of
+/// arguments, which the frame then carries as it is. The return and error
+/// types are not sent: the callee takes them from its own function.
 public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
     public typealias SerializationRequirement = any Codable
-    var call = DistributedCall(target: "")
-    private let encoder = CBOREncoder()
+    var generics: [String] = []
+    /// `[argument, ...]`, its head a placeholder until `doneRecording`.
+    private var arguments: [UInt8] = [0x80]
+    private var count: UInt64 = 0
 
     init() {}
 
@@ -14,32 +18,55 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
         guard let name = TypeNames.name(of: type) else {
             throw RemoteCallError(typeName: "\(type)", message: "has no mangled name to send", value: nil)
         }
-        call.generics.append(name)
+        generics.append(name)
     }
 
     public mutating func recordArgument<Value: Codable>(_ argument: RemoteCallArgument<Value>) throws {
-        call.arguments.append(Data(try encoder.encode(argument.value)))
+        try CBOREncoder().encode(argument.value, appendingTo: &arguments)
+        count += 1
     }
 
-    public mutating func recordReturnType<R: Codable>(_ type: R.Type) throws {
-        call.returnType = TypeNames.name(of: type)
+    public mutating func recordReturnType<R: Codable>(_ type: R.Type) throws {}
+
+    public mutating func recordErrorType<E: Error>(_ type: E.Type) throws {}
+
+    public mutating func doneRecording() throws {
+        var head = CBORWriter(capacity: 9)
+        head.head(4, count)
+        arguments.replaceSubrange(0..<1, with: head.bytes)
     }
 
-    public mutating func recordErrorType<E: Error>(_ type: E.Type) throws { call.errorType = TypeNames.name(of: type) }
-
-    public mutating func doneRecording() throws {}
+    /// The call to `target` with what was recorded.
+    func call(to target: String) -> DistributedCall {
+        DistributedCall(target: target, generics: generics, arguments: RawCBOR(bytes: arguments))
+    }
 }
 
-/// Reads a call on the callee's side, in the order it was recorded.
+/// Reads a call on the callee's side: its arguments in order, each decoded
+/// from its place in the call's array as the type the function declares.
 public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
     public typealias SerializationRequirement = any Codable
     let call: DistributedCall
-    private var next = 0
     private let decoder: CBORDecoder
+    private var next = 0
+    /// Where the next argument starts in `call.arguments`.
+    private var position = 0
+    private var count = 0
 
-    init(call: DistributedCall, decoder: CBORDecoder) {
+    init(call: DistributedCall, decoder: CBORDecoder) throws(CBORError) {
         self.call = call
         self.decoder = decoder
+        let head = call.arguments.bytes.withUnsafeBytes { raw in
+            Result { () throws(CBORError) in
+                var r = CBORReader(raw)
+                let head = try r.head()
+                guard head.major == 4, !head.isIndefinite else {
+                    throw .malformed("the arguments are not an array of definite length", at: 0)
+                }
+                return (try r.checkedLength(head), r.position)
+            }
+        }
+        (count, position) = try head.get()
     }
 
     public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
@@ -52,40 +79,43 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
     }
 
     public mutating func decodeNextArgument<Argument: Codable>() throws -> Argument {
-        guard next < call.arguments.count else {
-            throw AskError.decodeFailed(
-                "the call to \(call.target) has \(call.arguments.count) arguments; more were read")
+        guard next < count else {
+            throw AskError.decodeFailed("the call to \(call.target) has \(count) arguments; more were read")
         }
-        defer { next += 1 }
+        next += 1
         do {
-            return try decoder.decode(Argument.self, from: Array(call.arguments[next]))
+            let (value, end) = try decoder.decode(Argument.self, from: call.arguments.bytes, itemAt: position)
+            position = end
+            return value
         } catch {
             throw AskError.decodeFailed(
-                "argument \(next + 1) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
+                "argument \(next) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
         }
     }
 
-    public mutating func decodeErrorType() throws -> Any.Type? { call.errorType.flatMap(TypeNames.type(named:)) }
+    public mutating func decodeErrorType() throws -> Any.Type? { nil }
 
-    public mutating func decodeReturnType() throws -> Any.Type? { call.returnType.flatMap(TypeNames.type(named:)) }
+    public mutating func decodeReturnType() throws -> Any.Type? { nil }
 }
 
-/// Sends a call's outcome back to its caller (a reply to the call's ask).
+/// Sends a call's outcome back to its caller (a reply to the call's ask),
+/// the value encoded once, straight into the reply.
 public struct ClusterResultHandler: DistributedTargetInvocationResultHandler {
     public typealias SerializationRequirement = any Codable
     let reply: (any ReplyTarget)?
 
     public func onReturn<Success: Codable>(value: Success) async throws {
-        reply?.succeed(DistributedReply.value(Data(try CBOREncoder().encode(value))))
+        reply?.succeed(DistributedOutcome.value(value))
     }
 
-    public func onReturnVoid() async throws { reply?.succeed(DistributedReply.void) }
+    public func onReturnVoid() async throws { reply?.succeed(DistributedOutcome<Done>.void) }
 
     public func onThrow<Err: Error>(error: Err) async throws {
         // The dynamic type: `Err` is often just `any Error`.
         let thrown: any Error = error
-        let value = (thrown as? any Encodable).flatMap { try? CBOREncoder().encode($0) }.map { Data($0) }
+        let value = (thrown as? any Encodable).flatMap { try? CBOREncoder().encode($0) }.map(RawCBOR.init)
         reply?.succeed(
-            DistributedReply.error(type: String(reflecting: type(of: thrown)), message: "\(thrown)", value: value))
+            DistributedOutcome<Done>.error(
+                type: String(reflecting: type(of: thrown)), message: "\(thrown)", value: value))
     }
 }

@@ -39,7 +39,7 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
     }
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        guard let call = message as? DistributedCall else {
+        guard let call = message as? DistributedCall ?? (message as? any CarriesDistributedCall)?.call else {
             return refuse(reply, M.manifest, .unhandled(manifest: M.manifest, address))
         }
         start(call, reply: reply)
@@ -79,12 +79,17 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
                 return refuse(reply, DistributedCall.manifest, error)
             }
         }
+        var decoder: ClusterInvocationDecoder
+        do {
+            decoder = try ClusterInvocationDecoder(call: call, decoder: system.node.system.decoder)
+        } catch {
+            return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
+        }
         let loop = self.loop
-        let work = UncheckedSendable((actor, reply, system))
+        let work = UncheckedSendable((actor, reply, system, decoder))
         Task(executorPreference: loop.taskExecutor) {
-            let (actor, reply, system) = work.value
+            var (actor, reply, system, decoder) = work.value
             reply?.arm(on: loop)
-            var decoder = ClusterInvocationDecoder(call: call, decoder: system.node.system.decoder)
             do {
                 try await TargetExecution.execute(
                     call.target, on: actor, system: system, decoder: &decoder,

@@ -4,7 +4,7 @@ import Synchronization
 
 /// A call to a virtual actor, sent to the node its identity is placed on.
 struct VirtualCall: Message {
-    typealias Reply = DistributedReply
+    typealias Reply = DistributedOutcome<RawCBOR>
     static var manifest: String { "oscar.distributed.virtual" }
     var kind: String
     var key: String
@@ -69,7 +69,9 @@ extension ClusterSystem {
     }
 
     /// Sends a call to a virtual actor to the node its key is placed on.
-    func virtualCall(kind: String, key: String, _ call: DistributedCall) async throws(AskError) -> DistributedReply {
+    func virtualCall(
+        kind: String, key: String, _ call: DistributedCall
+    ) async throws(AskError) -> DistributedOutcome<RawCBOR> {
         let host = ActorAddress(node: placement(kind: kind, key: key), path: "\(VirtualHost.path)/\(kind)")
         return try await node.system.ref(for: host).ask(
             VirtualCall(kind: kind, key: key, call: call), timeout: settings.callTimeout)

@@ -57,12 +57,32 @@ public struct CBORDecoder: Sendable {
     )
         throws(CBORError) -> T
     {
+        let (value, end) = try decodeItem(type, at: 0, of: bytes, using: decoding)
+        guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
+        return value
+    }
+
+    /// Decodes the item at `offset` of `bytes`, one of several in a row (a
+    /// distributed call's arguments), and returns it with the offset where
+    /// it ends: where the next one starts.
+    func decode<T: Decodable>(
+        _ type: T.Type, from bytes: [UInt8], itemAt offset: Int
+    ) throws(CBORError) -> (T, end: Int) {
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(CBORError) in
+                try decodeItem(type, at: offset, of: raw, using: CBORDecoding(raw, userInfo: userInfo))
+            }
+        }
+        return try result.get()
+    }
+
+    private func decodeItem<T: Decodable>(
+        _ type: T.Type, at offset: Int, of bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding
+    ) throws(CBORError) -> (T, end: Int) {
         decoding.reset(bytes)
         do {
-            let value = try decoding.decodeValue(T.self, at: 0)
-            let end = try decoding.consumedMapEnd(at: 0) ?? decoding.endOfItem(at: 0)
-            guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
-            return value
+            let value = try decoding.decodeValue(T.self, at: offset)
+            return (value, try decoding.consumedMapEnd(at: offset) ?? decoding.endOfItem(at: offset))
         } catch let error as CBORError {
             throw error
         } catch let error as DecodingError {
