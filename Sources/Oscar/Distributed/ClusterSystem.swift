@@ -126,7 +126,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
             a[actor.id.path] = Entry(actor: actor, loop: loop)
             return loop
         }
-        let target = DistributedTarget(system: self, path: actor.id.path, loop: loop)
+        let target = DistributedTarget(system: self, actor: actor, path: actor.id.path, loop: loop)
         do {
             try node.system.claim(target, at: actor.id)
         } catch {

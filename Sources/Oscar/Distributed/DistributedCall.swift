@@ -35,22 +35,60 @@ extension DistributedCall {
             arguments = try c.decode(RawCBOR.self)
             return
         }
-        // Read in one pass, without a container per level.
         var r = cbor.reader(at: cbor.position)
+        self = try Self.read(&r, knownTarget: nil)
+        cbor.readItem = (cbor.position, r.position)
+    }
+
+    /// Reads a call that arrived as a frame's payload (the callee's path).
+    /// When its target's text equals `knownTarget` (the last one this
+    /// actor was called with), that string is used rather than a new one.
+    init(cbor payload: UnsafeRawBufferPointer, knownTarget: String?) throws(CBORError) {
+        var r = CBORReader(payload)
+        self = try Self.read(&r, knownTarget: knownTarget)
+        guard r.isAtEnd else { throw .malformed("trailing bytes after the call", at: r.position) }
+    }
+
+    /// Reads a call in one pass, without a container per level.
+    private static func read(_ r: inout CBORReader, knownTarget: String?) throws(CBORError) -> DistributedCall {
         let start = r.position
         let head = try r.head()
         guard head.major == 4, head.argument == 3, !head.isIndefinite else {
-            throw CBORError.malformed("a distributed call is an array of 3 items", at: start)
+            throw .malformed("a distributed call is an array of 3 items", at: start)
         }
-        target = try CBORDecoding.SingleValue.string(&r, cbor)
+        let targetBytes = try textBytes(&r)
+        var target: String
+        if let knownTarget, knownTarget.utf8.elementsEqual(targetBytes) {
+            target = knownTarget
+        } else {
+            guard let text = CBORDecoding.SingleValue.validText(targetBytes) else {
+                throw .malformed("the call's target is not UTF-8", at: start)
+            }
+            target = text
+        }
         let list = try r.head()
-        guard list.major == 4, !list.isIndefinite else { throw cbor.mismatch("an array of type names", list) }
-        generics = []
-        for _ in 0..<(try r.checkedLength(list)) { generics.append(try CBORDecoding.SingleValue.string(&r, cbor)) }
+        guard list.major == 4, !list.isIndefinite else {
+            throw .malformed("a call's generic substitutions are not an array", at: r.position)
+        }
+        var generics: [String] = []
+        for _ in 0..<(try r.checkedLength(list)) {
+            guard let name = CBORDecoding.SingleValue.validText(try textBytes(&r)) else {
+                throw .malformed("a generic substitution is not UTF-8", at: r.position)
+            }
+            generics.append(name)
+        }
         let argumentsStart = r.position
-        guard try r.peek() >> 5 == 4 else { throw cbor.mismatch("an array of arguments", try r.head()) }
+        guard try r.peek() >> 5 == 4 else { throw .malformed("a call's arguments are not an array", at: r.position) }
         try r.skipItem()
-        arguments = RawCBOR(bytes: Array(r.bytes[argumentsStart..<r.position]))
+        return DistributedCall(
+            target: target, generics: generics, arguments: RawCBOR(bytes: Array(r.bytes[argumentsStart..<r.position])))
+    }
+
+    /// The bytes of a definite-length text string.
+    private static func textBytes(_ r: inout CBORReader) throws(CBORError) -> UnsafeRawBufferPointer {
+        let head = try r.head()
+        guard head.major == 3, !head.isIndefinite else { throw .malformed("expected a text string", at: r.position) }
+        return try r.stringBytes(head)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -90,6 +128,10 @@ enum DistributedOutcome<Value: Codable>: Codable {
     case error(type: String, message: String, value: RawCBOR?)
 
     init(from decoder: any Decoder) throws {
+        if let cbor = decoder as? CBORDecoding, let outcome = try Self.read(cbor) {
+            self = outcome
+            return
+        }
         var c = try decoder.unkeyedContainer()
         switch try c.decode(Int.self) {
         case 0: self = .value(try c.decode(Value.self))
@@ -100,6 +142,27 @@ enum DistributedOutcome<Value: Codable>: Codable {
                 value: try c.decodeIfPresent(RawCBOR.self))
         case let tag:
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "outcome tag \(tag)"))
+        }
+    }
+
+    /// Reads a returned value or a void outcome in one pass (every reply
+    /// is decoded where it arrives, so it pays for each walk of its bytes).
+    /// Nil for an error, which the containers read.
+    private static func read(_ cbor: CBORDecoding) throws -> Self? {
+        var r = cbor.reader(at: cbor.position)
+        let start = r.position
+        let head = try r.head()
+        guard head.major == 4, !head.isIndefinite, head.argument >= 1 else { return nil }
+        let tag = try r.head()
+        switch (tag.major, tag.argument, head.argument) {
+        case (0, 0, 2):
+            let value = try cbor.decodeValue(Value.self, at: r.position)
+            if let end = cbor.knownEnd(at: r.position) { cbor.readItem = (start, end) }
+            return .value(value)
+        case (0, 1, 1):
+            cbor.readItem = (start, r.position)
+            return .void
+        default: return nil
         }
     }
 

@@ -9,10 +9,16 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
     public typealias SerializationRequirement = any Codable
     var generics: [String] = []
     /// `[argument, ...]`, its head a placeholder until `doneRecording`.
-    private var arguments: [UInt8] = [0x80]
+    private var arguments: [UInt8]
     private var count: UInt64 = 0
 
-    init() {}
+    init() {
+        // Room for the usual small arguments: growing by doubling from one
+        // byte cost five allocations a call.
+        arguments = []
+        arguments.reserveCapacity(128)
+        arguments.append(0x80)
+    }
 
     public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {
         guard let name = TypeNames.name(of: type) else {
@@ -84,9 +90,11 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
         }
         next += 1
         do {
-            let (value, end) = try decoder.decode(Argument.self, from: call.arguments.bytes, itemAt: position)
-            position = end
-            return value
+            // Generic code that runs unspecialized: no tuple or Result of
+            // `Argument`, whose metadata would be looked up on every call.
+            return try call.arguments.bytes.withUnsafeBytes { bytes in
+                try decoder.decode(Argument.self, from: bytes, itemAt: position, end: &position)
+            }
         } catch {
             throw AskError.decodeFailed(
                 "argument \(next) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")

@@ -7,6 +7,8 @@ import Synchronization
 /// Holds the actor only weakly, through the system's table.
 final class DistributedTarget: Watchable, @unchecked Sendable {
     private weak var system: ClusterSystem?
+    /// Weak, as in the system's table: the actor's own references keep it.
+    private weak var actor: (any DistributedActor)?
     let path: String
     let loop: EventLoop
     /// Told `Terminated` when the actor deinitializes; nil once it has.
@@ -32,11 +34,17 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         for watcher in told { watcher.tell(Terminated(actor: ActorRef(address: id, target: self))) }
     }
 
-    init(system: ClusterSystem, path: String, loop: EventLoop) {
+    init(system: ClusterSystem, actor: any DistributedActor, path: String, loop: EventLoop) {
         self.system = system
+        self.actor = actor
         self.path = path
         self.loop = loop
+        argumentDecoder = system.node.system.decoder.reusingOneDecoding()
     }
+
+    /// Decodes the arguments of the calls, on `loop`, with one reused
+    /// decoding object.
+    private let argumentDecoder: CBORDecoder
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         guard let call = message as? DistributedCall ?? (message as? any CarriesDistributedCall)?.call else {
@@ -46,11 +54,15 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
     }
 
     func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
-        let name = String(decoding: manifest, as: UTF8.self)
-        guard name == DistributedCall.manifest else { return refuse(reply, name, .unhandled(manifest: name, address)) }
-        guard let system else { return refuse(reply, name, .stopped(address)) }
+        // Compared as bytes: a manifest this long would be a heap string.
+        guard manifest.elementsEqual(DistributedCall.manifest.utf8) else {
+            let name = String(decoding: manifest, as: UTF8.self)
+            return refuse(reply, name, .unhandled(manifest: name, address))
+        }
+        let name = DistributedCall.manifest
+        guard system != nil else { return refuse(reply, name, .stopped(address)) }
         do {
-            start(try system.node.system.decoder.decode(DistributedCall.self, from: payload), reply: reply)
+            start(try DistributedCall(cbor: payload, knownTarget: lastPlan.withLock { $0?.target }), reply: reply)
         } catch {
             refuse(reply, name, .decodeFailed("a distributed call to \(address): \(error)"))
         }
@@ -64,39 +76,75 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         refuseMessage(reply, manifest: manifest, to: address, error, in: system?.node.system)
     }
 
+    /// The function the last call named and how it runs: calls to one
+    /// actor mostly name one function, which then costs no lookup.
+    private let lastPlan = Mutex<(target: String, plan: TargetExecution.Plan)?>(nil)
+
+    private func plan(for target: String) -> TargetExecution.Plan {
+        lastPlan.withLock { last in
+            if let last, last.target == target { return last.plan }
+            let plan = TargetExecution.plan(for: target)
+            last = (target, plan)
+            return plan
+        }
+    }
+
     /// Starts the call on the actor's loop. Tasks that prefer one loop start
     /// in the order they were created, so calls start in arrival order.
     private func start(_ call: DistributedCall, reply: (any ReplyTarget)?) {
-        guard let system, let actor = system.actor(at: path) else {
+        guard let system, let actor else {
             return refuse(reply, DistributedCall.manifest, .actorNotFound(address))
         }
-        var call = call
-        if !call.target.hasPrefix("$s") {
+        var target = call.target
+        if !target.hasPrefix("$s") {
             // Named by function (`oscar ask URI .greet ...`): find its symbol.
             do {
-                call.target = try CallableFunctions.identifier(of: call.target, on: type(of: actor))
+                target = try CallableFunctions.identifier(of: target, on: type(of: actor))
             } catch {
                 return refuse(reply, DistributedCall.manifest, error)
             }
         }
-        var decoder: ClusterInvocationDecoder
+        let execution: CallExecution
         do {
-            decoder = try ClusterInvocationDecoder(call: call, decoder: system.node.system.decoder)
+            execution = CallExecution(
+                target: target, plan: plan(for: target), actor: actor, system: system,
+                decoder: try ClusterInvocationDecoder(call: call, decoder: argumentDecoder), reply: reply)
         } catch {
             return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
         }
         let loop = self.loop
-        let work = UncheckedSendable((actor, reply, system, decoder))
-        Task(executorPreference: loop.taskExecutor) {
-            var (actor, reply, system, decoder) = work.value
-            reply?.arm(on: loop)
-            do {
-                try await TargetExecution.execute(
-                    call.target, on: actor, system: system, decoder: &decoder,
-                    handler: ClusterResultHandler(reply: reply))
-            } catch {
-                reply?.fail(.handlerFailed("\(call.target) on \(actor.id): \(error)"))
-            }
+        Task(executorPreference: loop.taskExecutor) { await execution.run(on: loop) }
+    }
+}
+
+/// One call on its way to its actor: what its task needs, in one object.
+private final class CallExecution: @unchecked Sendable {
+    let target: String
+    let plan: TargetExecution.Plan
+    let actor: any DistributedActor
+    let system: ClusterSystem
+    var decoder: ClusterInvocationDecoder
+    let reply: (any ReplyTarget)?
+
+    init(
+        target: String, plan: TargetExecution.Plan, actor: any DistributedActor, system: ClusterSystem,
+        decoder: ClusterInvocationDecoder, reply: (any ReplyTarget)?
+    ) {
+        self.target = target
+        self.plan = plan
+        self.actor = actor
+        self.system = system
+        self.decoder = decoder
+        self.reply = reply
+    }
+
+    func run(on loop: EventLoop) async {
+        reply?.arm(on: loop)
+        do {
+            try await TargetExecution.execute(
+                target, plan, on: actor, system: system, decoder: &decoder, handler: ClusterResultHandler(reply: reply))
+        } catch {
+            reply?.fail(.handlerFailed("\(target) on \(actor.id): \(error)"))
         }
     }
 }

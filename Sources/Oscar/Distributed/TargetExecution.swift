@@ -49,21 +49,33 @@ enum TargetExecution {
         }
     }
 
-    private enum Entry {
+    /// How calls to one function are executed, decided at its first call.
+    enum Plan: Sendable {
         case direct(Signature)
-        /// Generic, or a signature the runtime would not read: the library's path.
+        /// Generic, unknown here, or a signature the runtime would not
+        /// read: the library's path (which also reports what is wrong).
         case library
     }
 
-    private static let entries = Mutex<[String: Entry]>([:])
+    private static let plans = Mutex<[String: Plan]>([:])
 
-    /// Runs `target` on `actor`, decoding its arguments with `decoder` and
-    /// handing its outcome (value, nothing, or thrown error) to `handler`.
+    /// The plan for `target`, read once per function this program has.
+    static func plan(for target: String) -> Plan {
+        if let known = plans.withLock({ $0[target] }) { return known }
+        guard let function = CallableFunctions.function(identifier: target) else { return .library }
+        let plan = function.isGeneric ? Plan.library : read(target).map(Plan.direct) ?? .library
+        plans.withLock { $0[target] = plan }
+        return plan
+    }
+
+    /// Runs `target` on `actor` as `plan` says, decoding its arguments with
+    /// `decoder` and handing its outcome (value, nothing, or thrown error)
+    /// to `handler`.
     static func execute(
-        _ target: String, on actor: any DistributedActor, system: ClusterSystem,
+        _ target: String, _ plan: Plan, on actor: any DistributedActor, system: ClusterSystem,
         decoder: inout ClusterInvocationDecoder, handler: ClusterResultHandler
     ) async throws {
-        guard case .direct(let signature) = entry(for: target) else {
+        guard case .direct(let signature) = plan else {
             return try await system.executeDistributedTarget(
                 on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
         }
@@ -85,16 +97,6 @@ enum TargetExecution {
         } else {
             try await handler.onReturnVoid()
         }
-    }
-
-    /// The cached entry for `target`, read at its first call. Nil for a
-    /// name this program has no function of (not cached).
-    private static func entry(for target: String) -> Entry? {
-        if let known = entries.withLock({ $0[target] }) { return known }
-        guard let function = CallableFunctions.function(identifier: target) else { return nil }
-        let entry = function.isGeneric ? Entry.library : read(target).map(Entry.direct) ?? .library
-        entries.withLock { $0[target] = entry }
-        return entry
     }
 
     /// Reads a non-generic function's parameter and return types.

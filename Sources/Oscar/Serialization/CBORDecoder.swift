@@ -42,12 +42,10 @@ public struct CBORDecoder: Sendable {
     /// Decodes from bytes that must stay valid for the duration of the call
     /// only (a slice of a reusable read buffer, say).
     public func decode<T: Decodable>(_ type: T.Type, from bytes: UnsafeRawBufferPointer) throws(CBORError) -> T {
-        if let reusable, !reusable.busy {
-            reusable.busy = true  // a decode within this one gets its own object
-            defer { reusable.busy = false }
-            return try decode(type, from: bytes, using: reusable.decoding)
-        }
-        return try decode(type, from: bytes, using: CBORDecoding(bytes, userInfo: userInfo))
+        var end = 0
+        let value = try decode(type, from: bytes, itemAt: 0, end: &end)
+        try Self.checkWhole(bytes, end: end)
+        return value
     }
 
     /// Decodes with a decoding object kept by the caller (an actor cell keeps
@@ -57,32 +55,39 @@ public struct CBORDecoder: Sendable {
     )
         throws(CBORError) -> T
     {
-        let (value, end) = try decodeItem(type, at: 0, of: bytes, using: decoding)
-        guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
+        var end = 0
+        let value = try decodeItem(type, at: 0, of: bytes, using: decoding, end: &end)
+        try Self.checkWhole(bytes, end: end)
         return value
     }
 
+    private static func checkWhole(_ bytes: UnsafeRawBufferPointer, end: Int) throws(CBORError) {
+        guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
+    }
+
     /// Decodes the item at `offset` of `bytes`, one of several in a row (a
-    /// distributed call's arguments), and returns it with the offset where
-    /// it ends: where the next one starts.
+    /// distributed call's arguments), and sets `end` to where it ends:
+    /// where the next one starts.
     func decode<T: Decodable>(
-        _ type: T.Type, from bytes: [UInt8], itemAt offset: Int
-    ) throws(CBORError) -> (T, end: Int) {
-        let result = bytes.withUnsafeBytes { raw in
-            Result { () throws(CBORError) in
-                try decodeItem(type, at: offset, of: raw, using: CBORDecoding(raw, userInfo: userInfo))
-            }
+        _ type: T.Type, from bytes: UnsafeRawBufferPointer, itemAt offset: Int, end: inout Int
+    ) throws(CBORError) -> T {
+        if let reusable, !reusable.busy {
+            reusable.busy = true  // a decode within this one gets its own object
+            defer { reusable.busy = false }
+            return try decodeItem(type, at: offset, of: bytes, using: reusable.decoding, end: &end)
         }
-        return try result.get()
+        return try decodeItem(type, at: offset, of: bytes, using: CBORDecoding(bytes, userInfo: userInfo), end: &end)
     }
 
     private func decodeItem<T: Decodable>(
-        _ type: T.Type, at offset: Int, of bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding
-    ) throws(CBORError) -> (T, end: Int) {
+        _ type: T.Type, at offset: Int, of bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding,
+        end: inout Int
+    ) throws(CBORError) -> T {
         decoding.reset(bytes)
         do {
             let value = try decoding.decodeValue(T.self, at: offset)
-            return (value, try decoding.consumedMapEnd(at: offset) ?? decoding.endOfItem(at: offset))
+            end = try decoding.knownEnd(at: offset) ?? decoding.endOfItem(at: offset)
+            return value
         } catch let error as CBORError {
             throw error
         } catch let error as DecodingError {
@@ -129,6 +134,7 @@ final class CBORDecoding: Decoder {
         depth = 0
         if !codingPath.isEmpty { codingPath.removeAll() }
         maps.removeAll(keepingCapacity: true)
+        readItem = (-1, -1)
     }
 
     init(_ bytes: UnsafeRawBufferPointer, userInfo: [CodingUserInfoKey: any Sendable]) {
@@ -151,6 +157,17 @@ final class CBORDecoding: Decoder {
         var r = reader(at: offset)
         try r.skipItem()
         return r.position
+    }
+
+    /// Set by a type that reads its own item in one pass (a distributed
+    /// call or outcome): where its item, starting at `start`, ends.
+    @exclusivity(unchecked) var readItem = (start: -1, end: -1)
+
+    /// Where the item at `offset` ends, if a decode of it already knows:
+    /// its type read it in one pass (`readItem`), or it is a map read in
+    /// order. Nil otherwise: then the item must be walked to find its end.
+    func knownEnd(at offset: Int) -> Int? {
+        readItem.start == offset ? readItem.end : consumedMapEnd(at: offset)
     }
 
     /// Where the map at `offset` ends, when its container read every entry

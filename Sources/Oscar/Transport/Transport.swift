@@ -27,7 +27,15 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     let stats: NodeStats
     /// Injected faults on outbound frames (tests and chaos runs).
     let faults = FaultGate()
-    private let associations = Mutex<[String: Association]>([:])
+    /// One per peer endpoint, for the life of the transport.
+    private let associations = Mutex<[Endpoint: Association]>([:])
+
+    /// A peer's host and port: what an association is kept by. (A struct,
+    /// not `"host:port"`, so that finding one builds no string.)
+    private struct Endpoint: Hashable {
+        var host: String
+        var port: Int
+    }
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
     private var connections: [ObjectIdentifier: Connection] = [:]
 
@@ -73,7 +81,7 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     // MARK: - Associations
 
     func association(for node: NodeAddress) -> Association {
-        let key = "\(node.host):\(node.port)"
+        let key = Endpoint(host: node.host, port: node.port)
         return associations.withLock { a in
             if let existing = a[key] { return existing }
             let created = Association(node: node, transport: self)
