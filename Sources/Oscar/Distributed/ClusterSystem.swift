@@ -210,7 +210,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         if let (kind, key) = Self.virtualTarget(id) {
             encoded = try await virtualCall(kind: kind, key: key, call)
         } else {
-            let ref = node.system.ref(for: id)
+            let ref = self.ref(for: id)
             if ref.target?.isRemote == true {
                 return try await ref.ask(TypedCall<Res>(call), timeout: settings.callTimeout)
             }
@@ -226,6 +226,25 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         case .void: return .void
         case .error(let type, let message, let value): return .error(type: type, message: message, value: value)
         }
+    }
+
+    /// Refs to the actors on other nodes that this system called lately,
+    /// so that a call resolves no address. A ref to another node stays
+    /// valid (its node's association lives as long as the transport); the
+    /// cache is emptied when it reaches `remoteRefLimit`.
+    private let remoteRefs = Mutex<[ActorID: ActorRef]>([:])
+    private static let remoteRefLimit = 1024
+
+    private func ref(for id: ActorID) -> ActorRef {
+        if let known = remoteRefs.withLock({ $0[id] }) { return known }
+        let ref = node.system.ref(for: id)
+        if ref.target?.isRemote == true {
+            remoteRefs.withLock { refs in
+                if refs.count >= Self.remoteRefLimit { refs.removeAll() }
+                refs[id] = ref
+            }
+        }
+        return ref
     }
 
     private func remoteError(_ type: String, _ message: String, _ raw: RawCBOR?) -> RemoteCallError {

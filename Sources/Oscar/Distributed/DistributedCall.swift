@@ -92,6 +92,15 @@ extension DistributedCall {
     }
 
     func encode(to encoder: any Encoder) throws {
+        if let cbor = encoder as? CBOREncoding {
+            // Written straight out: every call is encoded this way.
+            cbor.writer.bytes.append(0x83)
+            cbor.writer.text(target)
+            cbor.writer.head(4, UInt64(generics.count))
+            for name in generics { cbor.writer.text(name) }
+            cbor.writer.bytes.append(contentsOf: arguments.bytes)
+            return
+        }
         var c = encoder.unkeyedContainer()
         try c.encode(target)
         try c.encode(generics)
@@ -167,6 +176,20 @@ enum DistributedOutcome<Value: Codable>: Codable {
     }
 
     func encode(to encoder: any Encoder) throws {
+        if let cbor = encoder as? CBOREncoding {
+            // Every reply is encoded: its value and void outcomes are written
+            // straight out, the value as the item it is.
+            switch self {
+            case .value(let value):
+                cbor.writer.bytes.append(0x82)
+                cbor.writer.bytes.append(0x00)
+                return try cbor.encodeValue(value)
+            case .void:
+                cbor.writer.bytes.append(0x81)
+                return cbor.writer.bytes.append(0x01)
+            case .error: break
+            }
+        }
         var c = encoder.unkeyedContainer()
         switch self {
         case .value(let value):

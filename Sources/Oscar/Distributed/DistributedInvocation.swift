@@ -37,9 +37,13 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
     public mutating func recordErrorType<E: Error>(_ type: E.Type) throws {}
 
     public mutating func doneRecording() throws {
-        var head = CBORWriter(capacity: 9)
-        head.head(4, count)
-        arguments.replaceSubrange(0..<1, with: head.bytes)
+        if count < 24 {
+            arguments[0] = 0x80 | UInt8(count)  // the head is one byte: patched in place
+        } else {
+            var head = CBORWriter(capacity: 9)
+            head.head(4, count)
+            arguments.replaceSubrange(0..<1, with: head.bytes)
+        }
     }
 
     /// The call to `target` with what was recorded.

@@ -31,7 +31,7 @@ public struct CBOREncoder: Sendable {
     /// transport encodes a message straight into its outbound batch. On
     /// failure `buffer` is left as it was.
     public func encode<T: Encodable>(_ value: T, appendingTo buffer: inout [UInt8]) throws(CBORError) {
-        try encode(value, appendingTo: &buffer, using: CBOREncoding())
+        try encode(value, appendingTo: &buffer, using: CBOREncoding(capacity: 0))
     }
 
     /// As `encode(_:appendingTo:)`, with an encoding object the caller keeps
@@ -64,11 +64,15 @@ final class CBOREncoding: Encoder {
 
     // One encoding, one thread: exclusivity is not checked at run time, which
     // profiling showed costing as much as the encoding itself.
-    @exclusivity(unchecked) var writer = CBORWriter(capacity: 64)
+    @exclusivity(unchecked) var writer: CBORWriter
     @exclusivity(unchecked) var frames: [Frame] = []
     /// Where the value being encoded now begins, to tell a container it
     /// opened from one a sibling left open.
     private var valueStart = -1
+
+    /// `capacity` 0 for an encoding that writes into a buffer it is given
+    /// (`encode(_:appendingTo:)`), which then allocates none of its own.
+    init(capacity: Int = 64) { writer = CBORWriter(capacity: capacity) }
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
