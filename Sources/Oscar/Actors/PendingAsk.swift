@@ -37,7 +37,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
         loop.arm(self, deadline: deadline)
     }
 
-    func succeed<V: Codable & Sendable>(_ value: V) {
+    func succeed<V: Encodable & Sendable>(_ value: V) {
         if let reply = value as? R {
             complete(.success(reply))
         } else if let reply = (value as? any ReplyConvertible)?.converted(to: R.self) as? R {

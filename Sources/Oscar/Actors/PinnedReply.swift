@@ -26,7 +26,7 @@ final class PinnedReply: ReplyTarget, @unchecked Sendable {
         if first { original.arm(on: loop) }
     }
 
-    func succeed<R: Codable & Sendable>(_ value: R) { onArmedLoop { $0.succeed(value) } }
+    func succeed<R: Encodable & Sendable>(_ value: R) { onArmedLoop { $0.succeed(value) } }
 
     func fail(_ error: AskError) { onArmedLoop { $0.fail(error) } }
 

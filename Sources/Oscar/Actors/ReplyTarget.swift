@@ -6,7 +6,7 @@ protocol ReplyTarget: AnyObject, Sendable {
     /// Starts the timeout on the loop that will produce the reply. Called once
     /// the message is in the recipient's loop; later calls do nothing.
     func arm(on loop: EventLoop)
-    func succeed<R: Codable & Sendable>(_ value: R)
+    func succeed<R: Encodable & Sendable>(_ value: R)
     func fail(_ error: AskError)
     /// Completes from a reply or failure frame, decoding the payload.
     func complete(wire kind: WireKind, payload: UnsafeRawBufferPointer, decoder: CBORDecoder)
@@ -19,9 +19,19 @@ protocol ReplyTarget: AnyObject, Sendable {
 /// the network the asker decodes the reply as its own type, and this lets a
 /// local reply do the same where the two types differ but mean the same
 /// (a distributed call's typed outcome, awaited in its encoded form).
-protocol ReplyConvertible {
+protocol ReplyConvertible: Encodable {
     /// This reply as a value of `type`, or nil if it cannot be one.
     func converted(to type: Any.Type) -> Any?
+}
+
+extension ReplyConvertible {
+    /// Through its encoding, as a remote asker would read it.
+    func converted(to type: Any.Type) -> Any? {
+        guard let decodable = type as? any Decodable.Type, let bytes = try? CBOREncoder().encode(self) else {
+            return nil
+        }
+        return try? CBORDecoder().decode(decodable, from: bytes)
+    }
 }
 
 /// Ends a message that cannot be handled: an ask fails with `error`, a tell

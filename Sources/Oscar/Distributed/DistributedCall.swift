@@ -58,7 +58,7 @@ extension DistributedCall {
         }
         let targetBytes = try textBytes(&r)
         var target: String
-        if let knownTarget, knownTarget.utf8.elementsEqual(targetBytes) {
+        if let knownTarget, targetBytes.isUTF8(of: knownTarget) {
             target = knownTarget
         } else {
             guard let text = CBORDecoding.SingleValue.validText(targetBytes) else {
@@ -210,18 +210,26 @@ enum DistributedOutcome<Value: Codable>: Codable {
 /// (`Codable` results need not be `Sendable`.)
 extension DistributedOutcome: @unchecked Sendable {}
 
-/// A callee answers a local asker in the asker's form: an outcome of any
-/// result type becomes the encoded form a pool routee or the CLI awaits.
-extension DistributedOutcome: ReplyConvertible {
-    func converted(to type: Any.Type) -> Any? {
-        guard type == DistributedOutcome<RawCBOR>.self else { return nil }
-        switch self {
-        case .value(let value):
-            return (try? CBOREncoder().encode(value)).map { DistributedOutcome<RawCBOR>.value(RawCBOR(bytes: $0)) }
-        case .void: return DistributedOutcome<RawCBOR>.void
-        case .error(let type, let message, let value):
-            return DistributedOutcome<RawCBOR>.error(type: type, message: message, value: value)
+/// A callee answers a local asker (a pool routee, the CLI) in the form it
+/// awaits, as it would be read from the network.
+extension DistributedOutcome: ReplyConvertible {}
+
+/// A value a distributed function returned, on its way back: encoded as
+/// `DistributedOutcome.value`. Not generic, so that sending it costs no
+/// lookup of a generic type's metadata per call.
+struct ReturnedValue: Encodable, ReplyConvertible, @unchecked Sendable {
+    /// Handed over by the function that returned it, to this reply only.
+    let value: any Encodable
+
+    func encode(to encoder: any Encoder) throws {
+        if let cbor = encoder as? CBOREncoding {
+            cbor.writer.bytes.append(0x82)
+            cbor.writer.bytes.append(0x00)
+            return try cbor.encodeValue(value)
         }
+        var c = encoder.unkeyedContainer()
+        try c.encode(0)
+        try c.encode(value)
     }
 }
 

@@ -116,9 +116,12 @@ public struct ClusterResultHandler: DistributedTargetInvocationResultHandler {
     public typealias SerializationRequirement = any Codable
     let reply: (any ReplyTarget)?
 
-    public func onReturn<Success: Codable>(value: Success) async throws {
-        reply?.succeed(DistributedOutcome.value(value))
-    }
+    public func onReturn<Success: Codable>(value: Success) async throws { send(value) }
+
+    /// Sends a returned value back. Called by `TargetExecution` directly,
+    /// with the value's conformance at hand: `onReturn`, the library's
+    /// entry, looks up `Codable`'s two conformances on every call.
+    func send<Success: Encodable>(_ value: Success) { reply?.succeed(ReturnedValue(value: value)) }
 
     public func onReturnVoid() async throws { reply?.succeed(DistributedOutcome<Done>.void) }
 

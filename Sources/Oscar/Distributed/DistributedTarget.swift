@@ -50,21 +50,20 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         guard let call = message as? DistributedCall ?? (message as? any CarriesDistributedCall)?.call else {
             return refuse(reply, M.manifest, .unhandled(manifest: M.manifest, address))
         }
-        start(call, reply: reply)
+        start(call, reply: reply, last: nil)
     }
 
     func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
         // Compared as bytes: a manifest this long would be a heap string.
-        guard manifest.elementsEqual(DistributedCall.manifest.utf8) else {
+        guard manifest.isUTF8(of: DistributedCall.manifest) else {
             let name = String(decoding: manifest, as: UTF8.self)
             return refuse(reply, name, .unhandled(manifest: name, address))
         }
-        let name = DistributedCall.manifest
-        guard system != nil else { return refuse(reply, name, .stopped(address)) }
         do {
-            start(try DistributedCall(cbor: payload, knownTarget: lastPlan.withLock { $0?.target }), reply: reply)
+            let last = lastPlan.withLock { $0 }
+            start(try DistributedCall(cbor: payload, knownTarget: last?.target), reply: reply, last: last)
         } catch {
-            refuse(reply, name, .decodeFailed("a distributed call to \(address): \(error)"))
+            refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
         }
     }
 
@@ -80,8 +79,12 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
     /// actor mostly name one function, which then costs no lookup.
     private let lastPlan = Mutex<(target: String, plan: TargetExecution.Plan)?>(nil)
 
-    private func plan(for target: String) -> TargetExecution.Plan {
-        lastPlan.withLock { last in
+    /// How to run `target`; `last` is `lastPlan` as the caller already read it.
+    private func plan(
+        for target: String, last known: (target: String, plan: TargetExecution.Plan)?
+    ) -> TargetExecution.Plan {
+        if let known, known.target == target { return known.plan }
+        return lastPlan.withLock { last in
             if let last, last.target == target { return last.plan }
             let plan = TargetExecution.plan(for: target)
             last = (target, plan)
@@ -91,10 +94,11 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
 
     /// Starts the call on the actor's loop. Tasks that prefer one loop start
     /// in the order they were created, so calls start in arrival order.
-    private func start(_ call: DistributedCall, reply: (any ReplyTarget)?) {
-        guard let system, let actor else {
-            return refuse(reply, DistributedCall.manifest, .actorNotFound(address))
-        }
+    private func start(
+        _ call: DistributedCall, reply: (any ReplyTarget)?, last: (target: String, plan: TargetExecution.Plan)?
+    ) {
+        // A live actor keeps its system: no need to load that weak reference too.
+        guard let actor else { return refuse(reply, DistributedCall.manifest, .actorNotFound(address)) }
         var target = call.target
         if !target.hasPrefix("$s") {
             // Named by function (`oscar ask URI .greet ...`): find its symbol.
@@ -107,7 +111,7 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         let execution: CallExecution
         do {
             execution = CallExecution(
-                target: target, plan: plan(for: target), actor: actor, system: system,
+                target: target, plan: plan(for: target, last: last), actor: actor,
                 decoder: try ClusterInvocationDecoder(call: call, decoder: argumentDecoder), reply: reply)
         } catch {
             return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
@@ -122,18 +126,16 @@ private final class CallExecution: @unchecked Sendable {
     let target: String
     let plan: TargetExecution.Plan
     let actor: any DistributedActor
-    let system: ClusterSystem
     var decoder: ClusterInvocationDecoder
     let reply: (any ReplyTarget)?
 
     init(
-        target: String, plan: TargetExecution.Plan, actor: any DistributedActor, system: ClusterSystem,
-        decoder: ClusterInvocationDecoder, reply: (any ReplyTarget)?
+        target: String, plan: TargetExecution.Plan, actor: any DistributedActor, decoder: ClusterInvocationDecoder,
+        reply: (any ReplyTarget)?
     ) {
         self.target = target
         self.plan = plan
         self.actor = actor
-        self.system = system
         self.decoder = decoder
         self.reply = reply
     }
@@ -142,7 +144,7 @@ private final class CallExecution: @unchecked Sendable {
         reply?.arm(on: loop)
         do {
             try await TargetExecution.execute(
-                target, plan, on: actor, system: system, decoder: &decoder, handler: ClusterResultHandler(reply: reply))
+                target, plan, on: actor, decoder: &decoder, handler: ClusterResultHandler(reply: reply))
         } catch {
             reply?.fail(.handlerFailed("\(target) on \(actor.id): \(error)"))
         }

@@ -45,7 +45,7 @@ enum TargetExecution {
         static var size: Int { MemoryLayout<R>.size }
         static var alignment: Int { MemoryLayout<R>.alignment }
         static func deliver(_ buffer: UnsafeMutableRawPointer, to handler: ClusterResultHandler) async throws {
-            try await handler.onReturn(value: buffer.assumingMemoryBound(to: R.self).move())
+            handler.send(buffer.assumingMemoryBound(to: R.self).move())
         }
     }
 
@@ -72,10 +72,13 @@ enum TargetExecution {
     /// `decoder` and handing its outcome (value, nothing, or thrown error)
     /// to `handler`.
     static func execute(
-        _ target: String, _ plan: Plan, on actor: any DistributedActor, system: ClusterSystem,
-        decoder: inout ClusterInvocationDecoder, handler: ClusterResultHandler
+        _ target: String, _ plan: Plan, on actor: any DistributedActor, decoder: inout ClusterInvocationDecoder,
+        handler: ClusterResultHandler
     ) async throws {
         guard case .direct(let signature) = plan else {
+            guard let system = actor.actorSystem as? ClusterSystem else {
+                throw AskError.handlerFailed("\(actor.id) is not an actor of a ClusterSystem")
+            }
             return try await system.executeDistributedTarget(
                 on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
         }

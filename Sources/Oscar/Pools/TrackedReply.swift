@@ -29,7 +29,7 @@ final class TrackedReply: ReplyTarget, @unchecked Sendable {
 
     func arm(on loop: EventLoop) { reply.arm(on: loop) }
 
-    func succeed<R: Codable & Sendable>(_ value: R) {
+    func succeed<R: Encodable & Sendable>(_ value: R) {
         if finish() { reply.succeed(value) }
     }
 

@@ -15,7 +15,7 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
     func arm(on loop: EventLoop) {}
     func waitOn(_ table: any PendingAskTable, correlation: UInt64) {}
 
-    func succeed<R: Codable & Sendable>(_ value: R) {
+    func succeed<R: Encodable & Sendable>(_ value: R) {
         let association = self.association
         let correlation = self.correlation
         if loop.inEventLoop {
