@@ -137,9 +137,28 @@ enum DistributedOutcome<Value: Codable>: Codable {
     case error(type: String, message: String, value: RawCBOR?)
 
     init(from decoder: any Decoder) throws {
-        if let cbor = decoder as? CBORDecoding, let outcome = try Self.read(cbor) {
-            self = outcome
-            return
+        if let cbor = decoder as? CBORDecoding {
+            // A value or void outcome is read in one pass (every reply is
+            // decoded where it arrives, so it pays for each walk of its
+            // bytes). Written out here, not in a helper returning `Self?`,
+            // whose optional type's metadata would be looked up per reply.
+            var r = cbor.reader(at: cbor.position)
+            let start = r.position
+            let head = try r.head()
+            if head.major == 4, !head.isIndefinite, head.argument == 2 || head.argument == 1 {
+                let tag = try r.head()
+                if tag.major == 0, tag.argument == 0, head.argument == 2 {
+                    let value = try cbor.decodeValue(Value.self, at: r.position)
+                    if let end = cbor.knownEnd(at: r.position) { cbor.readItem = (start, end) }
+                    self = .value(value)
+                    return
+                }
+                if tag.major == 0, tag.argument == 1, head.argument == 1 {
+                    cbor.readItem = (start, r.position)
+                    self = .void
+                    return
+                }
+            }
         }
         var c = try decoder.unkeyedContainer()
         switch try c.decode(Int.self) {
@@ -151,27 +170,6 @@ enum DistributedOutcome<Value: Codable>: Codable {
                 value: try c.decodeIfPresent(RawCBOR.self))
         case let tag:
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "outcome tag \(tag)"))
-        }
-    }
-
-    /// Reads a returned value or a void outcome in one pass (every reply
-    /// is decoded where it arrives, so it pays for each walk of its bytes).
-    /// Nil for an error, which the containers read.
-    private static func read(_ cbor: CBORDecoding) throws -> Self? {
-        var r = cbor.reader(at: cbor.position)
-        let start = r.position
-        let head = try r.head()
-        guard head.major == 4, !head.isIndefinite, head.argument >= 1 else { return nil }
-        let tag = try r.head()
-        switch (tag.major, tag.argument, head.argument) {
-        case (0, 0, 2):
-            let value = try cbor.decodeValue(Value.self, at: r.position)
-            if let end = cbor.knownEnd(at: r.position) { cbor.readItem = (start, end) }
-            return .value(value)
-        case (0, 1, 1):
-            cbor.readItem = (start, r.position)
-            return .void
-        default: return nil
         }
     }
 
