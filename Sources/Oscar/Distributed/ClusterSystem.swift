@@ -58,7 +58,6 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     struct Entry {
         weak var actor: (any DistributedActor)?
-        let loop: EventLoop
     }
 
     /// The path the next actor created in `named` gets.
@@ -107,26 +106,31 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     /// The executor of the loop that runs the local actor `id`: return it
     /// from the actor's `unownedExecutor`.
     public func executor(for id: ActorID) -> UnownedSerialExecutor {
-        let loop = actors.withLock { $0[id.path]?.loop } ?? node.system.loops.next()
-        return loop.executor.asUnownedSerialExecutor()
+        loop(for: id.path).executor.asUnownedSerialExecutor()
+    }
+
+    /// The loop that runs the actor at `path`, chosen by a hash of the path
+    /// (FNV-1a): the runtime asks for an actor's executor on every hop onto
+    /// it, and this answer takes no lock and no table.
+    func loop(for path: String) -> EventLoop {
+        let loops = node.system.loops.loops
+        guard loops.count > 1 else { return loops[0] }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return loops[Int(hash % UInt64(loops.count))]
     }
 
     // MARK: - Identity
 
     public func assignID<Act>(_ actorType: Act.Type) -> ActorID where Act: DistributedActor, Act.ID == ActorID {
         let path = Self.pendingName ?? "/distributed/\(Act.self)-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
-        let loop = node.system.loops.next()
-        actors.withLock { $0[path] = Entry(actor: nil, loop: loop) }
+        actors.withLock { $0[path] = Entry(actor: nil) }
         return ActorAddress(node: node.address, path: path)
     }
 
     public func actorReady<Act>(_ actor: Act) where Act: DistributedActor, Act.ID == ActorID {
-        let loop = actors.withLock { a -> EventLoop in
-            let loop = a[actor.id.path]?.loop ?? node.system.loops.next()
-            a[actor.id.path] = Entry(actor: actor, loop: loop)
-            return loop
-        }
-        let target = DistributedTarget(system: self, actor: actor, path: actor.id.path, loop: loop)
+        actors.withLock { $0[actor.id.path] = Entry(actor: actor) }
+        let target = DistributedTarget(system: self, actor: actor, path: actor.id.path, loop: loop(for: actor.id.path))
         do {
             try node.system.claim(target, at: actor.id)
         } catch {
