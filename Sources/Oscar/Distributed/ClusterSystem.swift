@@ -236,16 +236,25 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     /// so that a call resolves no address. A ref to another node stays
     /// valid (its node's association lives as long as the transport); the
     /// cache is emptied when it reaches `remoteRefLimit`.
-    private let remoteRefs = Mutex<[ActorID: ActorRef]>([:])
+    /// The last of them is checked first: a proxy passes the same ID each
+    /// call, which compares equal at once, where the table hashes it.
+    private let remoteRefs = Mutex<(last: ActorRef?, all: [ActorID: ActorRef])>((nil, [:]))
     private static let remoteRefLimit = 1024
 
     private func ref(for id: ActorID) -> ActorRef {
-        if let known = remoteRefs.withLock({ $0[id] }) { return known }
+        let known = remoteRefs.withLock { refs -> ActorRef? in
+            if let last = refs.last, last.address == id { return last }
+            guard let found = refs.all[id] else { return nil }
+            refs.last = found
+            return found
+        }
+        if let known { return known }
         let ref = node.system.ref(for: id)
         if ref.target?.isRemote == true {
             remoteRefs.withLock { refs in
-                if refs.count >= Self.remoteRefLimit { refs.removeAll() }
-                refs[id] = ref
+                if refs.all.count >= Self.remoteRefLimit { refs.all.removeAll() }
+                refs.all[id] = ref
+                refs.last = ref
             }
         }
         return ref
