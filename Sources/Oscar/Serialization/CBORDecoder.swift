@@ -153,6 +153,13 @@ final class CBORDecoding: Decoder {
 
     func reader(at offset: Int) -> CBORReader { CBORReader(bytes, at: offset) }
 
+    /// The byte at `offset`, to tell a null from a value: an item that a
+    /// head promised but the input does not hold is truncation, not a trap.
+    func byte(at offset: Int) throws(CBORError) -> UInt8 {
+        guard offset < bytes.count else { throw .truncated(at: offset) }
+        return bytes[offset]
+    }
+
     func endOfItem(at offset: Int) throws(CBORError) -> Int {
         var r = reader(at: offset)
         try r.skipItem()
@@ -374,7 +381,7 @@ final class CBORDecoding: Decoder {
 
         func decodeNil(forKey key: Key) throws -> Bool {
             let offset = try valueOffset(key)
-            let b = decoder.bytes[offset]
+            let b = try decoder.byte(at: offset)
             return b == 0xf6 || b == 0xf7
         }
 
@@ -423,7 +430,7 @@ final class CBORDecoding: Decoder {
 
         func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
             guard let offset = try find(key) else { return nil }
-            let b = decoder.bytes[offset]
+            let b = try decoder.byte(at: offset)
             if b == 0xf6 || b == 0xf7 { return nil }
             decoder.codingPath.append(key)
             defer { decoder.codingPath.removeLast() }
@@ -506,7 +513,7 @@ final class CBORDecoding: Decoder {
 
         mutating func decodeNil() throws -> Bool {
             guard !cursor.atEnd else { return false }
-            let b = decoder.bytes[cursor.position]
+            let b = try decoder.byte(at: cursor.position)
             guard b == 0xf6 || b == 0xf7 else { return false }
             _ = try next()
             return true
