@@ -23,6 +23,15 @@ distributed actor Greeter {
     distributed func record(_ n: Int) { seen.append(n) }
 
     distributed func recorded() -> [Int] { seen }
+
+    distributed func describe(_ name: String, _ count: Int, _ tags: [String], _ scale: Double) -> String {
+        "\(name)×\(count) [\(tags.joined(separator: ","))] @\(scale)"
+    }
+
+    /// `count` strings too long to be stored inline: values that own memory.
+    distributed func words(_ count: Int, prefix: String) -> [String] {
+        (0..<count).map { "\(prefix)-\($0)-" + String(repeating: "w", count: 40) }
+    }
 }
 
 /// Distributed actors over real sockets between two nodes in this process.
@@ -63,6 +72,24 @@ distributed actor Greeter {
         } catch let error as RemoteCallError {
             #expect(error.value == nil && error.message.contains("angry"))
         }
+    }
+
+    /// Several arguments are read one after another from one array, and
+    /// results that own memory are moved out of the runtime's buffer: each
+    /// must arrive whole (the sanitizer run checks that none leaks or is
+    /// freed twice).
+    @Test func severalArgumentsAndResultsThatOwnMemoryCrossIntact() async throws {
+        let (a, b) = (try Self.system(), try Self.system())
+        defer { [a, b].forEach { $0.shutdown() } }
+        let local = a.named("describer") { Greeter(actorSystem: a) }
+        let remote = try Greeter.resolve(id: local.id, using: b)
+        #expect(try await remote.describe("Ada", 3, ["x", "yy"], 1.5) == "Ada×3 [x,yy] @1.5")
+        #expect(try await remote.describe("", 0, [], -2) == "×0 [] @-2.0")
+        for round in 0..<50 {
+            let words = try await remote.words(round % 7, prefix: "r\(round)")
+            #expect(words == (0..<(round % 7)).map { "r\(round)-\($0)-" + String(repeating: "w", count: 40) })
+        }
+        #expect(try await remote.recorded() == [], "a call with no arguments")
     }
 
     @Test func tenThousandCallsFromOneCallerArriveInOrder() async throws {
@@ -237,7 +264,8 @@ extension DistributedActorTests {
         await #expect {
             _ = try await ref.call("nope", arguments: [])
         } throws: { error in
-            "\(error)".contains("has no distributed func nope; it has: echo(")
+            "\(error)".contains("has no distributed func nope; it has: describe(")
+                && "\(error)".contains("; greet(Swift.String) async throws -> Swift.String;")
         }
         await #expect {
             _ = try await ref.call("echo", arguments: [.unsigned(1)])

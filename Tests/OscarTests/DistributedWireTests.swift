@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+@testable import Oscar
+
+/// The bytes of a distributed call and of its outcome (docs/PROTOCOL.md,
+/// "Distributed calls"), and their readers on hostile input.
+@Suite struct DistributedWireTests {
+    struct Point: Codable, Equatable {
+        var x: Int
+        var label: String
+    }
+
+    /// A call as a caller records it: two arguments, encoded once each.
+    static func call() throws -> DistributedCall {
+        var arguments: [UInt8] = [0x82]
+        try CBOREncoder().encode(Point(x: 1, label: "a"), appendingTo: &arguments)
+        try CBOREncoder().encode("second", appendingTo: &arguments)
+        return DistributedCall(target: "$s4Demo7GreeterC5greetyS2SYaKFTE", arguments: RawCBOR(bytes: arguments))
+    }
+
+    @Test func aCallIsThreeItemsWithItsArgumentsInline() throws {
+        let call = try Self.call()
+        let bytes = try CBOREncoder().encode(call)
+        // [target, [], [argument, argument]]: the arguments are items, not byte strings.
+        #expect(
+            try CBORValue(cbor: bytes)
+                == .array([
+                    .text(call.target), .array([]),
+                    .array([.map([(.text("x"), .unsigned(1)), (.text("label"), .text("a"))]), .text("second")]),
+                ]))
+        for read in [
+            try CBORDecoder().decode(DistributedCall.self, from: bytes),
+            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
+            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "$sOther") },
+        ] {
+            #expect(read.target == call.target && read.generics == [] && read.arguments == call.arguments)
+        }
+        // A typed call is the same bytes.
+        #expect(try CBOREncoder().encode(TypedCall<String>(call)) == bytes)
+    }
+
+    @Test func argumentsAreReadInOrderAndNoMoreThanThereAre() throws {
+        var decoder = try ClusterInvocationDecoder(call: try Self.call(), decoder: CBORDecoder())
+        #expect(try decoder.decodeNextArgument() as Point == Point(x: 1, label: "a"))
+        #expect(try decoder.decodeNextArgument() as String == "second")
+        #expect(throws: AskError.self) { _ = try decoder.decodeNextArgument() as String }
+
+        var wrongType = try ClusterInvocationDecoder(call: try Self.call(), decoder: CBORDecoder())
+        #expect(throws: AskError.self) { _ = try wrongType.decodeNextArgument() as Int }
+
+        let notAnArray = DistributedCall(target: "f", arguments: RawCBOR(bytes: [0x01]))
+        #expect(throws: CBORError.self) { _ = try ClusterInvocationDecoder(call: notAnArray, decoder: CBORDecoder()) }
+    }
+
+    @Test func outcomesAreATagAndTheValueItself() throws {
+        let point = Point(x: 7, label: "p")
+        let returned = try CBOREncoder().encode(ReturnedValue(value: point))
+        #expect(returned == (try CBOREncoder().encode(DistributedOutcome<Point>.value(point))))
+        #expect(returned.prefix(2) == [0x82, 0x00])
+        guard case .value(let typed) = try CBORDecoder().decode(DistributedOutcome<Point>.self, from: returned) else {
+            Issue.record("a value outcome")
+            return
+        }
+        #expect(typed == point)
+        // Passed on undecoded, then decoded where the type is known.
+        guard case .value(let raw) = try CBORDecoder().decode(DistributedOutcome<RawCBOR>.self, from: returned) else {
+            Issue.record("a value outcome")
+            return
+        }
+        #expect(try CBORDecoder().decode(Point.self, from: raw.bytes) == point)
+
+        #expect(try CBOREncoder().encode(DistributedOutcome<Done>.void) == [0x81, 0x01])
+        let error = DistributedOutcome<Done>.error(type: "M.E", message: "bad", value: RawCBOR(bytes: [0x05]))
+        guard
+            case .error("M.E", "bad", let value) = try CBORDecoder().decode(
+                DistributedOutcome<Point>.self, from: try CBOREncoder().encode(error))
+        else {
+            Issue.record("an error outcome")
+            return
+        }
+        #expect(value == RawCBOR(bytes: [0x05]))
+    }
+
+    /// A callee answers a local asker that awaits the encoded form.
+    @Test func aTypedOutcomeConvertsToTheEncodedForm() throws {
+        let converted = ReturnedValue(value: "hi").converted(to: DistributedOutcome<RawCBOR>.self)
+        guard case .value(let raw) = converted as? DistributedOutcome<RawCBOR> else {
+            Issue.record("converted: \(String(describing: converted))")
+            return
+        }
+        #expect(raw.bytes == (try CBOREncoder().encode("hi")))
+        #expect(DistributedOutcome<Int>.void.converted(to: DistributedOutcome<RawCBOR>.self) != nil)
+        #expect(ReturnedValue(value: "hi").converted(to: Int.self) == nil, "not an outcome: refused")
+    }
+
+    @Test func rawItemsTravelThroughOtherCodersAsValues() throws {
+        let raw = RawCBOR(bytes: try CBOREncoder().encode(["a": 1]))
+        let json = try JSONEncoder().encode(raw)
+        #expect(try JSONDecoder().decode(RawCBOR.self, from: json).bytes.isEmpty == false)
+        // An item that is not whole is refused where it is read.
+        #expect(throws: CBORError.self) { _ = try CBORDecoder().decode(RawCBOR.self, from: [0x82, 0x01]) }
+    }
+
+    @Test func callAndOutcomeReadersOnlyEverThrowTypedErrors() async throws {
+        var rng = SeededRandom(seed: 0xD157_2026)
+        let corpus = [
+            try CBOREncoder().encode(try Self.call()),
+            try CBOREncoder().encode(ReturnedValue(value: Point(x: 1, label: "z"))),
+            try CBOREncoder().encode(DistributedOutcome<Done>.error(type: "T", message: "m", value: nil)),
+        ]
+        var read = 0
+        for i in 0..<20_000 {
+            if i % 1_000 == 0 { await Task.yield() }
+            let input = FuzzTests.mutate(corpus[i % corpus.count], &rng)
+            if (try? input.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "x") }) != nil { read += 1 }
+            if let call = try? CBORDecoder().decode(DistributedCall.self, from: input),
+                var decoder = try? ClusterInvocationDecoder(call: call, decoder: CBORDecoder())
+            {
+                _ = try? decoder.decodeNextArgument() as Point
+            }
+            if (try? CBORDecoder().decode(DistributedOutcome<Point>.self, from: input)) != nil { read += 1 }
+        }
+        #expect(read > 100, "some mutations stay valid, so the readers' success paths ran")
+    }
+}
