@@ -35,5 +35,16 @@ import Testing
         #expect(doc.replacingOccurrences(of: " ", with: "").contains(hex))
     }
 
+    @Test func theWorkedDistributedCallIsWhatTheEncoderProduces() throws {
+        let call = DistributedCall(target: "greet", arguments: RawCBOR(bytes: CBORValue.array([.text("hi")]).cbor))
+        let payload = Hex.string(try CBOREncoder().encode(call))
+        let reply = Hex.string(try CBOREncoder().encode(ReturnedValue(value: "hi")))
+        #expect(payload == "836567726565748081626869")
+        #expect(reply == "8200626869")
+        let doc = try String(contentsOfFile: Self.root + "/docs/PROTOCOL.md", encoding: .utf8)
+            .replacingOccurrences(of: " ", with: "")
+        #expect(doc.contains(payload) && doc.contains(reply))
+    }
+
     static var root: String { #filePath.components(separatedBy: "/Tests/")[0] }
 }
