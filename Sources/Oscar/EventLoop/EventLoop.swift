@@ -28,12 +28,14 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var asyncHandle: UnsafeMutablePointer<uv_async_t>?
     private var timerHandle: UnsafeMutablePointer<uv_timer_t>?
     private var idleHandle: UnsafeMutablePointer<uv_idle_t>?
-    private var ready: [LoopWork] = []
-    private var readySpare: [LoopWork] = []
+    // Touched only on the loop's thread, several times per message: not
+    // checked for exclusivity at run time (the checks showed in profiles).
+    @exclusivity(unchecked) private var ready: [LoopWork] = []
+    @exclusivity(unchecked) private var readySpare: [LoopWork] = []
     private var idleActive = false
-    private var timers = TimerHeap()
-    private var armedDeadline: UInt64 = .max
-    private var inboxBatch: [LoopWork] = []
+    @exclusivity(unchecked) private var timers = TimerHeap()
+    @exclusivity(unchecked) private var armedDeadline: UInt64 = .max
+    @exclusivity(unchecked) private var inboxBatch: [LoopWork] = []
     private var openHandleCount = 0
     private var shuttingDown = false
     /// How deeply actor reactions are nested through direct hand-off on this

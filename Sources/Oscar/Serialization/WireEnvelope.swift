@@ -50,19 +50,23 @@ public struct WireEnvelope {
             envelope.correlation = (0..<8).reduce(0) { $0 << 8 | UInt64(frame[p + $1]) }
             p += 8
         }
-        func string() throws(WireError) -> Range<Int> {
-            guard frame.count - p >= 2 else { throw .malformedFrame("a string length runs past the frame") }
-            let n = Int(frame[p]) << 8 | Int(frame[p + 1])
-            p += 2
-            guard frame.count - p >= n else { throw .malformedFrame("a string of \(n) bytes runs past the frame") }
-            defer { p += n }
-            return p..<p + n
-        }
-        if hasRecipient(kind) { envelope.recipient = try string() }
-        if flags & hasSender != 0 { envelope.sender = try string() }
-        if hasRecipient(kind) { envelope.manifest = try string() }
+        if hasRecipient(kind) { envelope.recipient = try string(in: frame, at: &p) }
+        if flags & hasSender != 0 { envelope.sender = try string(in: frame, at: &p) }
+        if hasRecipient(kind) { envelope.manifest = try string(in: frame, at: &p) }
         envelope.payload = p..<frame.count
         return envelope
+    }
+
+    /// The range of the length-prefixed string at `p`; moves `p` past it.
+    /// (An `inout` argument, not a captured variable, which would be checked
+    /// for exclusivity at run time on every frame.)
+    private static func string(in frame: UnsafeRawBufferPointer, at p: inout Int) throws(WireError) -> Range<Int> {
+        guard frame.count - p >= 2 else { throw .malformedFrame("a string length runs past the frame") }
+        let n = Int(frame[p]) << 8 | Int(frame[p + 1])
+        p += 2
+        guard frame.count - p >= n else { throw .malformedFrame("a string of \(n) bytes runs past the frame") }
+        defer { p += n }
+        return p..<p + n
     }
 
     /// Appends one whole frame (length prefix included) to `out`.

@@ -141,8 +141,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// Frames held back by an injected delay or bandwidth limit, in release
     /// order (from `heldHead` on).
-    private var held: [(release: UInt64, frame: [UInt8])] = []
-    private var heldHead = 0
+    @exclusivity(unchecked) private var held: [(release: UInt64, frame: [UInt8])] = []
+    @exclusivity(unchecked) private var heldHead = 0
     private var releaseTimer: LoopTimer?
 
     /// Passes the frame appended to `outbound` at `start` through the fault
