@@ -112,12 +112,12 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         do {
             execution = CallExecution(
                 target: target, plan: plan(for: target, last: last), actor: actor,
-                decoder: try ClusterInvocationDecoder(call: call, decoder: argumentDecoder), reply: reply)
+                decoder: try ClusterInvocationDecoder(call: call, decoder: argumentDecoder), reply: reply, loop: loop)
         } catch {
             return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
         }
-        let loop = self.loop
-        Task(executorPreference: loop.taskExecutor) { await execution.run(on: loop) }
+        // The task captures one object: its context is that object, not a box.
+        Task(executorPreference: loop.taskExecutor) { await execution.run() }
     }
 }
 
@@ -130,19 +130,21 @@ private final class CallExecution: @unchecked Sendable {
     /// for exclusivity at run time (the check showed in profiles of W3).
     @exclusivity(unchecked) var decoder: ClusterInvocationDecoder
     let reply: (any ReplyTarget)?
+    let loop: EventLoop
 
     init(
         target: String, plan: TargetExecution.Plan, actor: any DistributedActor, decoder: ClusterInvocationDecoder,
-        reply: (any ReplyTarget)?
+        reply: (any ReplyTarget)?, loop: EventLoop
     ) {
         self.target = target
         self.plan = plan
         self.actor = actor
         self.decoder = decoder
         self.reply = reply
+        self.loop = loop
     }
 
-    func run(on loop: EventLoop) async {
+    func run() async {
         reply?.arm(on: loop)
         do {
             try await TargetExecution.execute(
