@@ -99,15 +99,16 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
     ) {
         // A live actor keeps its system: no need to load that weak reference too.
         guard let actor else { return refuse(reply, DistributedCall.manifest, .actorNotFound(address)) }
-        var target = call.target
-        if !target.hasPrefix("$s") {
+        var call = call
+        if !call.target.hasPrefix("$s") {
             // Named by function (`oscar ask URI .greet ...`): find its symbol.
             do {
-                target = try CallableFunctions.identifier(of: target, on: type(of: actor))
+                call.target = try CallableFunctions.identifier(of: call.target, on: type(of: actor))
             } catch {
                 return refuse(reply, DistributedCall.manifest, error)
             }
         }
+        let target = call.target
         let execution: CallExecution
         do {
             execution = CallExecution(
