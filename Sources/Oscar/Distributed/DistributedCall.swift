@@ -173,26 +173,17 @@ enum DistributedOutcome<Value: Codable>: Codable {
         }
     }
 
+    /// A value is written as `ReturnedValue` writes it (one place for
+    /// `[0, value]`); void straight out; an error through a container.
     func encode(to encoder: any Encoder) throws {
-        if let cbor = encoder as? CBOREncoding {
-            // Every reply is encoded: its value and void outcomes are written
-            // straight out, the value as the item it is.
-            switch self {
-            case .value(let value):
-                cbor.writer.bytes.append(0x82)
-                cbor.writer.bytes.append(0x00)
-                return try cbor.encodeValue(value)
-            case .void:
-                cbor.writer.bytes.append(0x81)
-                return cbor.writer.bytes.append(0x01)
-            case .error: break
-            }
+        if case .value(let value) = self { return try ReturnedValue(value: value).encode(to: encoder) }
+        if case .void = self, let cbor = encoder as? CBOREncoding {
+            cbor.writer.bytes.append(0x81)
+            return cbor.writer.bytes.append(0x01)
         }
         var c = encoder.unkeyedContainer()
         switch self {
-        case .value(let value):
-            try c.encode(0)
-            try c.encode(value)
+        case .value: break  // written above
         case .void: try c.encode(1)
         case .error(let type, let message, let value):
             try c.encode(2)
