@@ -171,9 +171,6 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         node.address.isNamed(by: id.node)
     }
 
-    /// The live actor at `path`, if any.
-    func actor(at path: String) -> (any DistributedActor)? { actors.withLock { $0[path]?.actor } }
-
     // MARK: - Calls
 
     public func makeInvocationEncoder() -> InvocationEncoder { InvocationEncoder() }

@@ -4,10 +4,11 @@ import Synchronization
 /// Where calls to one local distributed actor arrive, in the node's
 /// registry at the actor's path (so the transport and `ActorRef` reach it
 /// like any actor). Each call starts on the actor's loop in arrival order.
-/// Holds the actor only weakly, through the system's table.
+/// Holds the actor weakly, as the system's table does, so that a call finds
+/// it without the table's lock.
 final class DistributedTarget: Watchable, @unchecked Sendable {
     private weak var system: ClusterSystem?
-    /// Weak, as in the system's table: the actor's own references keep it.
+    /// The actor's own references keep it, not this.
     private weak var actor: (any DistributedActor)?
     let path: String
     let loop: EventLoop
