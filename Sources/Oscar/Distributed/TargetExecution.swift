@@ -118,16 +118,11 @@ enum TargetExecution {
         let types = UnsafeMutableBufferPointer<Any.Type>.allocate(capacity: max(Int(count), 1))
         let read = parameterTypes(
             name.baseAddress!, length, nil, nil, UnsafeMutableRawPointer(types.baseAddress!), Int(count))
-        var result: (any ResultSlot.Type)?
-        if returnType != Void.self {
-            guard let codable = returnType as? any Codable.Type else {
-                name.deallocate()
-                types.deallocate()
-                return nil
-            }
-            result = slot(for: codable)
-        }
-        guard read == count else {
+        // `.some(nil)` for a function that returns nothing; nil when the
+        // returned type is not `Codable` (then the library's path reports it).
+        let result: (any ResultSlot.Type)?? =
+            returnType == Void.self ? .some(nil) : (returnType as? any Codable.Type).map { slot(for: $0) }
+        guard read == count, let result else {
             name.deallocate()
             types.deallocate()
             return nil
