@@ -8,7 +8,7 @@ struct Arguments {
 
     /// Options that take no value.
     static let booleanSwitches: Set<String> = [
-        "json", "help", "quiet", "print-config", "check-config", "follow", "graceful", "netns", "list",
+        "json", "help", "quiet", "print-config", "check-config", "follow", "graceful", "netns", "list", "trace",
     ]
 
     init(_ raw: ArraySlice<String>) throws(CLIError) {

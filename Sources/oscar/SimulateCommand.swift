@@ -1,8 +1,13 @@
 import Oscar
+import Synchronization
 
 /// `oscar simulate`: membership on the deterministic simulator, as a table.
 enum SimulateCommand {
     static func run(_ args: inout Arguments) throws(CLIError) {
+        if let count = args.option("search") {
+            try search(count: count, &args)
+            return
+        }
         let sizes: [Int]
         if let text = args.option("nodes") {
             sizes = text.split(separator: ",").compactMap { Int($0) }
@@ -27,6 +32,60 @@ enum SimulateCommand {
             FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).seconds)) s of real time\n")
         }
         print(table(reports))
+    }
+
+    /// `oscar simulate --search N [--nodes 5 | 3-9] [--seed FIRST]`: N random
+    /// fault schedules, one per seed, checked for split brain, two
+    /// singletons and a removed connected majority.
+    static func search(count text: String, _ args: inout Arguments) throws(CLIError) {
+        guard let count = Int(text), (1...10_000_000).contains(count) else {
+            throw .usage("--search takes a number of schedules, such as 1000")
+        }
+        let nodeText = args.option("nodes") ?? "3-9"
+        let bounds = nodeText.split(separator: "-").compactMap { Int($0) }
+        guard (1...2).contains(bounds.count), bounds.allSatisfy({ (3...15).contains($0) }), bounds.first! <= bounds.last!
+        else { throw .usage("with --search, --nodes takes a size or a range from 3 to 15, such as 5 or 3-9") }
+        let (low, high) = (bounds.first!, bounds.last!)
+        let first = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
+        let trace = args.has("trace")
+        try args.rejectUnknownOptions()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let done = Mutex(0)
+        let step = max(1, count / 20)
+        FileStream.standardError.write(
+            "… \(count) schedules from seed \(first), \(nodeText) nodes: split brain, two singletons, a connected majority removed\n")
+        let outcomes = SplitBrainSearch().search(
+            seeds: first...(first + UInt64(count) - 1),
+            nodes: { seed in low + Int(seed % UInt64(high - low + 1)) }
+        ) { outcome in
+            let n = done.withLock { d in
+                d += 1
+                return d
+            }
+            if let v = outcome.violation {
+                FileStream.standardError.write("✗ seed \(outcome.seed) (\(outcome.nodes) nodes): \(v)\n")
+            } else if n % step == 0 {
+                FileStream.standardError.write("… \(n)/\(count)  [\(Int((clock.now - start).seconds)) s]\n")
+            }
+        }
+        let failed = outcomes.filter { $0.violation != nil }
+        for o in failed {
+            print("seed \(o.seed), \(o.nodes) nodes: \(o.violation!)")
+            print("  again: oscar simulate --search 1 --seed \(o.seed) --nodes \(o.nodes)")
+            let minimal = o.minimal ?? o.schedule
+            print("  minimal schedule (\(minimal.steps.count) of \(o.schedule.steps.count) steps, seconds after the cluster formed):")
+            print(minimal.description.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+            if trace {
+                print("  the minimal schedule's run, seconds after the cluster formed (nodes 0–\(o.nodes - 1)):")
+                for line in SplitBrainSearch().trace(minimal, nodes: o.nodes, seed: o.seed) { print("    " + line) }
+            }
+        }
+        let downed = outcomes.map(\.downed).reduce(0, +)
+        print(
+            "\(count) schedules, \(failed.count) failed, \(downed) members downed in all; \(Int((clock.now - start).seconds)) s"
+        )
+        if !failed.isEmpty { throw .failed("\(failed.count) schedules broke a property") }
     }
 
     static func seconds(_ v: Double?) -> String { v.map { String(format1($0)) + " s" } ?? "—" }

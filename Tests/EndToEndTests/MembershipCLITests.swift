@@ -110,7 +110,10 @@ import Testing
         _ = nodes
     }
 
-    @Test func aKilledNodeIsUnreachableWithinThreeSecondsAndRemovedWithinTen() async throws {
+    /// Removal takes detection, the 5 s stable window and the 8 s removal
+    /// margin (in which a downed side downs itself): about 16 s, bounded
+    /// here at 20.
+    @Test func aKilledNodeIsUnreachableWithinThreeSecondsAndRemovedWithinTwenty() async throws {
         let (ports, nodes) = try await Self.fiveNodeCluster()
         #expect(await Self.allSee(ports, up: Set(ports)))
         let victim = ports[3]
@@ -126,13 +129,13 @@ import Testing
             return true
         }
         #expect(unreachable, "not unreachable everywhere within 3 s")
-        let removed = await eventually(timeout: .seconds(10) - (clock.now - killedAt)) {
+        let removed = await eventually(timeout: .seconds(20) - (clock.now - killedAt)) {
             for p in survivors {
                 guard let v = await Self.view(from: p), v.statuses[victim] == nil else { return false }
             }
             return true
         }
-        #expect(removed, "not removed everywhere within 10 s")
+        #expect(removed, "not removed everywhere within 20 s")
     }
 
     @Test func aNodePausedForTwoSecondsStaysAMember() async throws {

@@ -23,12 +23,15 @@ struct HandDrivenCluster {
     init(settings: MembershipCore.Settings = .init()) { core = MembershipCore(settings: settings) }
 
     /// Starts nodes 1...count, node 1 forming the cluster and the others
-    /// joining through it, and ticks until every node sees every one up.
+    /// joining through it, and ticks until every node sees every one up and
+    /// knows that every other node sees it so (settled: each side of a
+    /// later partition counts every member as a voter).
     static func formed(_ count: UInt64, settings: MembershipCore.Settings = .init()) -> HandDrivenCluster {
         var cluster = HandDrivenCluster(settings: settings)
         for uid in 1...count { cluster.start(uid) }
-        let formed = cluster.tick(until: { c in (1...count).allSatisfy { c.sees($0, all: Array(1...count), are: .up) } }
-        )
+        let formed = cluster.tick(until: { c in
+            (1...count).allSatisfy { c.sees($0, all: Array(1...count), are: .up) && c.states[$0]!.settled.count == count }
+        })
         precondition(formed, "the cluster did not form")
         return cluster
     }
@@ -163,8 +166,13 @@ struct HandDrivenCluster {
         var c = Cluster.formed(3, settings: Self.manual)
         c.act(.down(3), on: 2)  // on any member, not only the leader
         #expect(c.status(of: 3, at: 2) == .down)
+        // Removed only after the removal margin, which gives a downed side
+        // the time to down itself.
+        let downedAt = c.now
         let held2 = c.tick(
-            until: { $0.status(of: 3, at: 1) == .removed && $0.status(of: 3, at: 2) == .removed }, limit: 5)
+            until: { $0.status(of: 3, at: 1) == .removed && $0.status(of: 3, at: 2) == .removed },
+            limit: c.core.settings.removalMargin + 5)
+        #expect(c.now - downedAt >= c.core.settings.removalMargin)
         #expect(held2)
         #expect(c.isRunning(1) && c.isRunning(2))
         // Nobody gossips to a down member; its own gossip is answered with
@@ -199,15 +207,23 @@ struct HandDrivenCluster {
         #expect(c.status(of: 2, at: 2) == .up, "member 2 was never unreachable, so it was waited for")
     }
 
-    @Test func anUnreachableMemberDoesNotBlockJoins() {
+    /// While a member is unreachable the voters must stay as every side
+    /// knows them, so a joiner waits (as in Akka) until the unreachable
+    /// member is reachable again or downed.
+    @Test func aJoinerIsPromotedOnlyOnceNoMemberIsUnreachable() {
         var c = Cluster.formed(3, settings: Self.manual)
         c.cut([3], from: [1, 2, 4])
         let held5 = c.tick(until: { !$0.view(1).isReachable(3) }, limit: 5)
         #expect(held5)
         c.start(4)
-        let held6 = c.tick(until: { $0.sees(1, all: [4], are: .up) && $0.sees(2, all: [4], are: .up) }, limit: 5)
-        #expect(held6)
+        c.tick(until: { $0.sees(1, all: [4], are: .up) }, limit: 5)
+        #expect(c.status(of: 4, at: 1) == .joining, "promoted while member 3 was unreachable")
         #expect(c.status(of: 3, at: 1) == .up, "unreachable is a flag, not a status")
+        c.act(.down(3), on: 1)
+        let held6 = c.tick(
+            until: { $0.sees(1, all: [4], are: .up) && $0.sees(2, all: [4], are: .up) },
+            limit: c.core.settings.removalMargin + 5)
+        #expect(held6)
     }
 
     @Test func leadershipPassesToTheLowestAddressWhenTheLeaderLeaves() {
@@ -239,7 +255,7 @@ struct HandDrivenCluster {
         let held9 = c.tick(until: { $0.status(of: 3, at: 1) == .down || $0.status(of: 3, at: 1) == .removed }, limit: 3)
         #expect(held9)
         #expect(c.now - detectedAt >= c.core.settings.stableAfter)
-        let held10 = c.tick(until: { $0.status(of: 3, at: 2) == .removed }, limit: 5)
+        let held10 = c.tick(until: { $0.status(of: 3, at: 2) == .removed }, limit: c.core.settings.removalMargin + 5)
         #expect(held10)
         #expect(c.isRunning(1) && c.isRunning(2))
         // The minority of one downed itself on its side of the cut.
@@ -253,7 +269,9 @@ struct HandDrivenCluster {
         let held11 = c.tick(until: { c in !c.isRunning(3) && !c.isRunning(4) }, limit: 15)
         #expect(held11)
         #expect(c.isRunning(1) && c.isRunning(2))
-        let held12 = c.tick(until: { c in [3, 4].allSatisfy { c.status(of: $0, at: 1) == .removed } }, limit: 10)
+        let held12 = c.tick(
+            until: { c in [3, 4].allSatisfy { c.status(of: $0, at: 1) == .removed } },
+            limit: c.core.settings.removalMargin + 10)
         #expect(held12)
         #expect(c.sees(2, all: [1, 2], are: .up))
     }
@@ -265,7 +283,8 @@ struct HandDrivenCluster {
         #expect(held13)
         #expect([1, 2, 3].allSatisfy { c.isRunning($0) })
         let held14 = c.tick(
-            until: { c in [1, 2, 3].allSatisfy { c.sees($0, all: [4, 5], are: .removed) } }, limit: 10)
+            until: { c in [1, 2, 3].allSatisfy { c.sees($0, all: [4, 5], are: .removed) } },
+            limit: c.core.settings.removalMargin + 5)
         #expect(held14)
     }
 
@@ -278,7 +297,7 @@ struct HandDrivenCluster {
         #expect(c.status(of: 3, at: 1) == .up && !c.view(1).isReachable(3))
         #expect(c.isRunning(3), "with manual downing, no side downs itself")
         c.act(.down(3), on: 1)
-        let held16 = c.tick(until: { $0.status(of: 3, at: 2) == .removed }, limit: 5)
+        let held16 = c.tick(until: { $0.status(of: 3, at: 2) == .removed }, limit: c.core.settings.removalMargin + 5)
         #expect(held16)
     }
 

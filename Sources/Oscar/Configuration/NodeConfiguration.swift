@@ -24,6 +24,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var heartbeatInterval = Duration.milliseconds(500)
     public var downing = Downing.keepMajority
     public var stableAfter = Duration.seconds(5)
+    public var decideWhenUnstableAfter = Duration.seconds(4)
+    public var removalMargin = Duration.seconds(8)
     public var logLevel = Log.Level.info
 
     /// Where a resolved value came from, for `--print-config`.
@@ -143,6 +145,8 @@ public struct NodeConfiguration: Sendable, Equatable {
         s.membership.failureDetector.firstHeartbeatEstimate = heartbeatInterval
         s.membership.downing = downing == .manual ? .manual : .keepMajority
         s.membership.stableAfter = stableAfter.seconds
+        s.membership.decideWhenUnstableAfter = decideWhenUnstableAfter.seconds
+        s.membership.removalMargin = removalMargin.seconds
         s.membershipTick = heartbeatInterval
         return s
     }
@@ -233,6 +237,20 @@ public struct NodeConfiguration: Sendable, Equatable {
             c.stableAfter = try duration(t)
         } show: {
             DurationText.format($0.stableAfter)
+        },
+        Key(
+            name: "decide-when-unstable-after",
+            help: "keep-majority: how much longer than stable-after the view may keep changing before nodes decide anyway"
+        ) { c, t throws(Reason) in
+            c.decideWhenUnstableAfter = try duration(t)
+        } show: {
+            DurationText.format($0.decideWhenUnstableAfter)
+        },
+        Key(name: "removal-margin", help: "how long a downed member stays before removal (and singleton hand-over)") {
+            c, t throws(Reason) in
+            c.removalMargin = try duration(t)
+        } show: {
+            DurationText.format($0.removalMargin)
         },
         Key(name: "log-level", help: "debug, info, warning, error or off") { c, t throws(Reason) in
             guard let level = Log.Level.allCases.first(where: { $0.description == t }) else {

@@ -39,6 +39,9 @@ public struct ClusterSimulator {
         var sequence: Int
         var node: Int
         var action: MembershipCore.Action?  // nil: this node's tick
+        /// For ticks: the incarnation they belong to (a restart starts a new
+        /// chain of ticks; the old one ends).
+        var incarnation = 0
     }
 
     public let settings: Settings
@@ -52,6 +55,8 @@ public struct ClusterSimulator {
     private var pausedUntil: [Int: Double] = [:]
     /// Nodes whose `join` has run (a node that has not started does nothing).
     private var started: Set<Int> = []
+    /// Restarts of each node so far: its incarnation, which picks its uid.
+    private var incarnations: [Int: Int] = [:]
     /// Events published by each node, with their virtual time.
     public private(set) var events: [[(time: Double, event: ClusterEvent)]]
     public private(set) var messagesSent = 0
@@ -80,7 +85,7 @@ public struct ClusterSimulator {
             if let shared = settings.sharedSeeds {
                 // Highest first: the node that forms the cluster is not the
                 // lowest address, so the leader is another seed.
-                seeds = (0..<shared).reversed().map(Self.address)
+                seeds = (0..<shared).reversed().map { Self.address($0) }
                 start = uniform()
             }
             if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
@@ -89,13 +94,41 @@ public struct ClusterSimulator {
         }
     }
 
-    /// Node `i`'s address: port i + 1, uid i + 1.
-    public static func address(_ i: Int) -> NodeAddress { NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1)) }
+    /// Node `i`'s address: port i + 1, uid i + 1 (1,000 more per restart).
+    public static func address(_ i: Int, incarnation: Int = 0) -> NodeAddress {
+        NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1 + 1_000 * incarnation))
+    }
 
     /// Node `i`'s current view.
     public func view(_ i: Int) -> Gossip { states[i].gossip }
 
     public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
+
+    /// Node `i` runs, is not frozen, and is up or leaving in its own view:
+    /// it serves as a member of its cluster.
+    public func isServing(_ i: Int) -> Bool {
+        guard started.contains(i), !isStopped(i), pausedUntil[i].map({ now >= $0 }) ?? true else { return false }
+        let status = states[i].myStatus
+        return status == .up || status == .leaving
+    }
+
+    /// Node `i` would run a cluster singleton, by the rule `ClusterSingleton`
+    /// follows: it is up and no older member (a smaller up number) is still
+    /// current in its view, whatever that member's status, except exiting.
+    public func hostsSingleton(_ i: Int) -> Bool {
+        guard isServing(i), states[i].myStatus == .up else { return false }
+        let view = states[i].gossip
+        guard let mine = view.members[states[i].me.uid]?.upNumber, mine > 0 else { return false }
+        return !view.current.contains { m in
+            m.uid != states[i].me.uid && m.upNumber > 0 && m.upNumber < mine && m.status != .exiting
+        }
+    }
+
+    /// Whether node `i` is started and running (not killed, not stopped).
+    public func isRunning(_ i: Int) -> Bool { started.contains(i) && !isStopped(i) }
+
+    /// Whether node `i` is frozen now.
+    public func isPaused(_ i: Int) -> Bool { pausedUntil[i].map { now < $0 } ?? false }
 
     // MARK: - Faults
 
@@ -107,11 +140,43 @@ public struct ClusterSimulator {
         for x in a { for y in b { blocked.insert([x, y]); blocked.insert([y, x]) } }
     }
 
+    /// Cuts the link from `a` to `b` only: `b` still reaches `a`.
+    public mutating func block(from a: Int, to b: Int) { blocked.insert([a, b]) }
+
+    /// Whether messages from `a` to `b` are cut.
+    public func isBlocked(from a: Int, to b: Int) -> Bool { blocked.contains([a, b]) }
+
+    /// Starts a killed or stopped node again as a new incarnation (a new uid
+    /// on the same address), joining through every node.
+    public mutating func restart(_ i: Int) {
+        killed.remove(i)
+        pausedUntil[i] = nil
+        let incarnation = (incarnations[i] ?? 0) + 1
+        incarnations[i] = incarnation
+        states[i] = MembershipCore.State(
+            me: Self.address(i, incarnation: incarnation), seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
+        states[i].now = now  // the new process's clock reads the time it starts
+        started.remove(i)
+        // Every node lists the first three nodes as seeds, as `oscar chaos`
+        // starts them: node 0 forms a new cluster only if the other seeds
+        // are in none either; the others only join.
+        let seeds = (0..<min(3, settings.nodes)).map { Self.address($0) }
+        schedule(Event(at: now, sequence: 0, node: i, action: .join(seeds: seeds)))
+        schedule(
+            Event(
+                at: now + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil,
+                incarnation: incarnation))
+    }
+
     public mutating func heal() { blocked.removeAll() }
 
     /// Freezes node `i` for `seconds` (SIGSTOP, then SIGCONT): everything
     /// addressed to it waits, in order, and it resumes where it stopped.
-    public mutating func pause(_ i: Int, for seconds: Double) { pausedUntil[i] = now + seconds }
+    /// A node already frozen stays frozen until the later of both ends
+    /// (what it has queued is due then).
+    public mutating func pause(_ i: Int, for seconds: Double) {
+        pausedUntil[i] = max(pausedUntil[i] ?? now, now + seconds)
+    }
 
     /// Node `i` leaves gracefully.
     public mutating func leave(_ i: Int) { apply(.leave, to: i) }
@@ -124,12 +189,16 @@ public struct ClusterSimulator {
             let event = popFirst()
             now = event.at
             guard !killed.contains(event.node), !states[event.node].stopped else { continue }
-            if event.action == nil, !started.contains(event.node) { continue }
+            if event.action == nil, !started.contains(event.node) || event.incarnation != incarnations[event.node] ?? 0 {
+                continue
+            }
             if let until = pausedUntil[event.node] {
                 if now < until {
                     // Frozen: the event happens when the node continues, after
                     // those queued before it (sequence order is kept).
-                    schedule(Event(at: until, sequence: 0, node: event.node, action: event.action))
+                    var later = event
+                    later.at = until
+                    schedule(later)
                     continue
                 }
                 pausedUntil.removeValue(forKey: event.node)
@@ -138,7 +207,9 @@ public struct ClusterSimulator {
                 apply(action, to: event.node)
             } else {
                 apply(.tick(now: now), to: event.node)
-                schedule(Event(at: now + settings.tickInterval, sequence: 0, node: event.node, action: nil))
+                var next = event
+                next.at = now + settings.tickInterval
+                schedule(next)
             }
         }
         now = end

@@ -12,9 +12,10 @@ public struct MembershipCore: Core {
     public struct Settings: Sendable, Hashable {
         /// How a partition is resolved. Default `.keepMajority`.
         public enum Downing: Sendable, Hashable {
-            /// After `stableAfter`, the side with the majority of members
-            /// downs the others; a minority side downs itself. A tie goes to
-            /// the side holding the lowest address.
+            /// After `stableAfter`, a side holding a majority of the members
+            /// that were up, agreed on by every member of that side, downs
+            /// the others; any other node downs itself. A tie goes to the
+            /// side holding the lowest address. (`KeepMajority` has the rule.)
             case keepMajority
             /// Members are downed only by an operator (`.down`).
             case manual
@@ -24,13 +25,27 @@ public struct MembershipCore: Core {
         /// Unreachable this long (without change) before downing acts.
         /// Default 5 s.
         public var stableAfter: Double = 5
+        /// How much longer than `stableAfter` the unreachable set may keep
+        /// changing, or this side stay unconverged, before the node decides
+        /// anyway: a consistent majority downs the members unreachable for
+        /// at least `stableAfter`; any other node downs itself. Default 4 s.
+        public var decideWhenUnstableAfter: Double = 4
+        /// How long a downed member stays in the membership before the
+        /// leader removes it (and a singleton may move). It covers the time
+        /// the downed side may still take to down itself: at most
+        /// `decideWhenUnstableAfter` plus the detectors' skew. Default 8 s.
+        public var removalMargin: Double = 8
         public var downing = Downing.keepMajority
         /// Members gossiped to per tick. Default 1.
         public var gossipFanout = 1
-        /// How long the first seed tries the other seeds before it forms a
-        /// new cluster (so a restarted first seed rejoins instead of
-        /// splitting). Default 3 s.
-        public var firstSeedTimeout: Double = 3
+        /// How long the first seed waits, after the last other seed asked
+        /// it to join (so is in no cluster either), before it forms a new
+        /// cluster; it forms one only once every seed has. The wait lets a
+        /// cluster that lives on without its seeds invite them, or, cut off
+        /// as a minority, down itself (`stableAfter` +
+        /// `decideWhenUnstableAfter` + detection) before a second cluster
+        /// can start. Default 12 s.
+        public var firstSeedTimeout: Double = 12
 
         public init() {}
     }
@@ -76,7 +91,22 @@ public struct MembershipCore: Core {
         /// When the set of unreachable members last changed (downing waits
         /// for it to be stable).
         var unreachableChangedAt: Double = 0
+        /// Members unreachable in this view that are neither down nor
+        /// exiting: the ones downing must decide about.
         var lastUnreachable: Set<UInt64> = []
+        /// Since when `lastUnreachable` has not been empty.
+        var unstableSince: Double?
+        /// Since when each member of `lastUnreachable` has been in it.
+        var unreachableSince: [UInt64: Double] = [:]
+        /// When this node first saw each current member down: it is removed
+        /// `removalMargin` later.
+        var downSince: [UInt64: Double] = [:]
+        /// Members this node knows every member has seen up (a converged
+        /// state with nobody unreachable showed them up): every side counts
+        /// them as voters. See `KeepMajority`.
+        var settled: Set<UInt64> = []
+        /// When this node last ticked: a long gap means it was frozen.
+        var lastTickAt: Double?
         var random: SplitMix64
         var stopped = false
         /// False while this node waits for a seed to let it in. Until then it
@@ -86,6 +116,15 @@ public struct MembershipCore: Core {
         /// Set when this node is the first of its seeds: it forms the cluster
         /// if no other seed answers by then.
         var formClusterAt: Double?
+        /// Seeds (by endpoint) that asked this first seed to let them in
+        /// while it was not admitted either: they belong to no cluster. It
+        /// forms one only when every other seed is so, so a first seed
+        /// restarted while a cluster lives on elsewhere (behind a partition,
+        /// or with a seed still in it) waits and joins it instead of
+        /// starting a second one.
+        /// When each was last heard so: a seed that stops asking (it joined
+        /// a cluster after all) no longer counts.
+        var seedsWithoutCluster: [String: Double] = [:]
         /// A leave asked for while this node was still joining: carried out
         /// once it is up (joining → leaving is not a transition).
         var leaveWhenUp = false
@@ -100,6 +139,11 @@ public struct MembershipCore: Core {
     }
 
     public let settings: Settings
+
+    /// A seed counts as in no cluster while it has asked to join this
+    /// recently: joining seeds ask every tick, and one that joined a
+    /// cluster stops asking.
+    static let seedEvidenceWindow = 1.5
 
     public init(settings: Settings = Settings()) { self.settings = settings }
 
@@ -123,6 +167,13 @@ public struct MembershipCore: Core {
         switch action {
         case .heartbeatRequest(let watcher):
             s.outbox.append(.sendHeartbeat(to: watcher))
+            // A member this view has downed or removed still asks: it was
+            // frozen or cut off when the news went round, and nobody gossips
+            // to it any more. Tell it, so it stops before its removal can
+            // let a singleton start elsewhere.
+            if let status = s.gossip.members[watcher.uid]?.status, status == .down || status == .removed {
+                s.outbox.append(.sendGossip(to: watcher, s.gossip))
+            }
             return s
         case .heartbeat(let uid):
             // Only from members this node watches (the tick starts watching).
@@ -150,11 +201,28 @@ public struct MembershipCore: Core {
                 s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
             }
         case .joinRequest(let member):
-            if s.gossip.members[member.uid] == nil {
+            // Only a member of a cluster lets others in: two nodes that are
+            // both still joining would otherwise form a cluster of their own
+            // beside the one their seeds belong to.
+            if !s.admitted, s.formClusterAt != nil, s.seeds.contains(where: { $0.hasEndpoint(of: member.node) }) {
+                // Wait a full timeout after the last seed showed up, long
+                // enough for a cluster that lives on without its seeds to
+                // invite them (`inviteSeeds`) first.
+                let endpoint = "\(member.node.host):\(member.node.port)"
+                if s.seedsWithoutCluster.updateValue(s.now, forKey: endpoint) == nil {
+                    s.formClusterAt = max(s.formClusterAt ?? 0, s.now + settings.firstSeedTimeout)
+                }
+            }
+            if s.admitted, s.gossip.members[member.uid] == nil {
                 s.gossip.update(member, by: s.me.uid)
                 s.outbox.append(.sendGossip(to: member.node, s.gossip))
             }
         case .gossip(let received, let sender):
+            // A member takes gossip only about its own cluster: a state that
+            // does not name it comes from another cluster (the seeds'
+            // invitation below, or a second cluster's leader) and is not
+            // merged, so two clusters never blend into one view.
+            guard !s.admitted || received.members[s.me.uid] != nil else { return s }
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
             // Answer a sender that lacks the merged state, or does not know
@@ -168,7 +236,19 @@ public struct MembershipCore: Core {
         case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
-            tick(&s)
+            if let last = s.lastTickAt, now - last > settings.removalMargin,
+                s.admitted, s.myStatus != .exiting
+            {
+                // Frozen (SIGSTOP, a stalled machine) for longer than the
+                // removal margin: the others may have downed this node while
+                // it could not notice, and would remove it (and start a
+                // singleton elsewhere) before it could see the stable window
+                // out and down itself. It cannot tell, so it goes now.
+                downSelf(&s)
+            } else {
+                tick(&s)
+            }
+            s.lastTickAt = now
         case .leave:
             if s.myStatus == .joining { s.leaveWhenUp = true }
             startLeaving(&s)
@@ -218,7 +298,10 @@ public struct MembershipCore: Core {
         s.outbox += others.map { .sendHeartbeatRequest(to: $0.node) }
         // Still joining and nobody answered: ask the seeds again, or, as the
         // first seed after its timeout, form the cluster.
-        if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1 {
+        if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1,
+            s.seedsWithoutCluster.values.filter({ s.now - $0 <= Self.seedEvidenceWindow }).count
+                >= Set(s.seeds.map { "\($0.host):\($0.port)" }).count
+        {
             s.admitted = true
             var me = s.me
             me.status = .up
@@ -229,7 +312,10 @@ public struct MembershipCore: Core {
         }
         detect(&s, others)
         gossip(&s, count: settings.gossipFanout)
-        if s.admitted, s.gossip.leader?.uid == s.me.uid { leaderActions(&s) }
+        if s.admitted, s.gossip.leader?.uid == s.me.uid {
+            leaderActions(&s)
+            inviteSeeds(&s)
+        }
         downing(&s)
     }
 
@@ -259,11 +345,30 @@ public struct MembershipCore: Core {
                 s.gossip.observe(s.me.uid, reaches: uid, true)
             }
         }
-        let unreachable = s.gossip.unreachable
+        var unreachable = s.gossip.unreachable
+        if !unreachable.isEmpty {
+            unreachable = unreachable.filter { uid in
+                s.gossip.members[uid].map { $0.status != .down && $0.status != .exiting } ?? false
+            }
+        }
         if unreachable != s.lastUnreachable {
             s.lastUnreachable = unreachable
             s.unreachableChangedAt = s.now
+            s.unreachableSince = s.unreachableSince.filter { unreachable.contains($0.key) }
+            for uid in unreachable where s.unreachableSince[uid] == nil { s.unreachableSince[uid] = s.now }
+            s.unstableSince = unreachable.isEmpty ? nil : s.unstableSince ?? s.now
         }
+        noteSettledAndDowned(&s)
+    }
+
+    /// Keeps `settled` and `downSince` up to date with the view.
+    private func noteSettledAndDowned(_ s: inout State) {
+        let g = s.gossip
+        if g.unreachable.isEmpty, g.isConverged {
+            s.settled = Set(g.current.lazy.filter { $0.upNumber > 0 && $0.status != .joining }.map(\.uid))
+        }
+        if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
+        for m in g.current where m.status == .down && s.downSince[m.uid] == nil { s.downSince[m.uid] = s.now }
     }
 
     /// Gossips to `count` members, preferring ones that have not seen this
@@ -299,20 +404,26 @@ public struct MembershipCore: Core {
         }
     }
 
-    /// The leader moves members on once everyone reachable has seen the state.
+    /// The leader moves members on once everyone reachable has seen the
+    /// state. While a member is unreachable (and not yet down) nobody is
+    /// promoted or let go: the voters downing counts stay as every side
+    /// knows them. A downed member is removed only `removalMargin` after
+    /// this node saw it down, by which time it has downed itself.
     private func leaderActions(_ s: inout State) {
         guard s.gossip.isConverged else { return }
         var nextUp = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
+        let settledView = s.lastUnreachable.isEmpty
         for member in s.gossip.current {
             var m = member
             switch m.status {
-            case .joining where s.gossip.isReachable(m.uid):
+            case .joining where settledView && s.gossip.isReachable(m.uid):
                 m.status = .up
                 m.upNumber = nextUp
                 nextUp += 1
-            case .leaving: m.status = .exiting
-            case .exiting, .down: m.status = .removed
+            case .leaving where settledView: m.status = .exiting
+            case .exiting where settledView: m.status = .removed
+            case .down where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin: m.status = .removed
             default: continue
             }
             changed = s.gossip.update(m, by: s.me.uid) || changed
@@ -325,30 +436,50 @@ public struct MembershipCore: Core {
         }
     }
 
-    /// Keep-majority: once the unreachable set has been stable for
-    /// `stableAfter`, the majority side's leader downs the unreachable; a
-    /// minority side downs itself, so there are never two clusters.
+    /// The leader sends its state to the configured seeds that are not
+    /// members, every other second: a seed restarted while the cluster
+    /// lives on (on nodes that are not seeds) learns of it and joins,
+    /// instead of forming a second cluster with the other seeds.
+    private func inviteSeeds(_ s: inout State) {
+        guard !s.seeds.isEmpty, Int(s.now) % 2 == 0, Int(s.now) != Int(s.lastTickAt ?? -1) else { return }
+        for seed in s.seeds
+        where !s.gossip.current.contains(where: {
+            $0.status != .down && s.gossip.isReachable($0.uid) && $0.node.hasEndpoint(of: seed)
+        }) {
+            s.outbox.append(.sendGossip(to: seed, s.gossip))
+        }
+    }
+
+    /// Keep-majority (`KeepMajority`): once the unreachable set has been
+    /// stable for `stableAfter`, or has kept changing for
+    /// `decideWhenUnstableAfter` longer, the leader of a consistent majority
+    /// downs the members unreachable for at least `stableAfter`; every
+    /// other node downs itself. Never two clusters: at most one side holds
+    /// a consistent majority.
     private func downing(_ s: inout State) {
-        guard settings.downing == .keepMajority, !s.lastUnreachable.isEmpty,
-            s.now - s.unreachableChangedAt >= settings.stableAfter
-        else { return }
-        let members = s.gossip.current.filter { $0.status != .down }
-        let reachable = members.filter { !s.lastUnreachable.contains($0.uid) }
-        let unreachable = members.filter { s.lastUnreachable.contains($0.uid) }
-        let lowest = members.first  // address order
-        let majority =
-            reachable.count * 2 > members.count
-            || (reachable.count * 2 == members.count && reachable.contains { $0.uid == lowest?.uid })
-        if majority {
+        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, s.admitted else { return }
+        let stable = s.now - s.unreachableChangedAt >= settings.stableAfter
+        let overdue = s.now - unstableSince >= settings.stableAfter + settings.decideWhenUnstableAfter
+        guard stable || overdue else { return }
+        switch KeepMajority.decide(me: s.me.uid, gossip: s.gossip, settled: s.settled) {
+        case .wait:
+            if overdue { downSelf(&s) }
+        case .downSelf:
+            downSelf(&s)
+        case .downOthers(let uids):
             guard s.gossip.leader?.uid == s.me.uid else { return }
-            for var m in unreachable where m.status.canMove(to: .down) {
+            for uid in uids where s.now - (s.unreachableSince[uid] ?? s.now) >= settings.stableAfter {
+                guard var m = s.gossip.members[uid], m.status.canMove(to: .down), m.status != .down else { continue }
                 m.status = .down
                 s.gossip.update(m, by: s.me.uid)
             }
-        } else if var me = s.gossip.members[s.me.uid], me.status.canMove(to: .down) {
-            me.status = .down
-            s.gossip.update(me, by: s.me.uid)
         }
+    }
+
+    private func downSelf(_ s: inout State) {
+        guard var me = s.gossip.members[s.me.uid], me.status.canMove(to: .down), me.status != .down else { return }
+        me.status = .down
+        s.gossip.update(me, by: s.me.uid)
     }
 
     private func nextRandom(_ s: inout State) -> UInt64 { s.random.next() }

@@ -44,8 +44,14 @@ public struct PhiAccrualDetector: Sendable {
     }
 
     /// A heartbeat arrived at `now` (seconds on any monotonic clock).
+    ///
+    /// An interval the detector had already judged a failure (phi at or over
+    /// the threshold when the heartbeat came) is an outage, not a heartbeat
+    /// interval, and is not learned: learned, a partition's silence widens
+    /// the distribution until the next partition of the same length looks
+    /// normal, and the member is never suspected again.
     public mutating func heartbeat(at now: Double) {
-        if let last = lastHeartbeat, now > last { record(now - last) }
+        if let last = lastHeartbeat, now > last, isAvailable(at: now) { record(now - last) }
         lastHeartbeat = now
     }
 
