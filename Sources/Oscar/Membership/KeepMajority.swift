@@ -7,7 +7,8 @@
 ///   leaving, exiting and down ones. A downed or exiting member still counts
 ///   in the total until removed, so a side cannot shrink the total by
 ///   downing, and an exit that one side has seen and the other has not
-///   changes neither total.
+///   changes neither total. The exception is a downed member replaced by a
+///   new incarnation on its endpoint: its process is certainly gone.
 /// - **My side** is the voters that are up or leaving, that no observer in
 ///   this view calls unreachable, and that are *settled*: their promotion to
 ///   up was seen by every member, so every other side counts them as voters
@@ -47,7 +48,7 @@ struct KeepMajority {
         for (i, m) in gossip.current.enumerated() {
             let flagged = gossip.unreachableFlags[i]
             if flagged, m.status != .down, m.status != .exiting { unreachable.append(m.uid) }
-            guard m.upNumber > 0, m.status != .joining else { continue }
+            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)) else { continue }
             voters += 1
             let isSettled = settled.contains(m.uid)
             if !isSettled { allSettled = false }
@@ -61,5 +62,12 @@ struct KeepMajority {
         guard meOnMySide == true else { return .downSelf }
         let majority = mine * 2 > voters || (allSettled && mine * 2 == voters && lowestIsMine == true)
         return majority ? .downOthers(unreachable) : .downSelf
+    }
+
+    /// A downed member whose endpoint a newer incarnation holds in this
+    /// view: its process is certainly gone (the new one bound its port), so
+    /// it needs no removal margin and counts as a voter nowhere.
+    static func isReplaced(_ member: Member, in gossip: Gossip) -> Bool {
+        gossip.current.contains { $0.uid != member.uid && $0.status != .down && $0.node.hasEndpoint(of: member.node) }
     }
 }

@@ -214,6 +214,14 @@ public struct MembershipCore: Core {
                 }
             }
             if s.admitted, s.gossip.members[member.uid] == nil {
+                // A new incarnation holds the endpoint, so the old process
+                // is gone: down it now (Akka does the same), and it stops
+                // counting as a voter at once (`KeepMajority`).
+                for var old in s.gossip.current
+                where old.uid != member.uid && old.node.hasEndpoint(of: member.node) && old.status != .down {
+                    old.status = .down
+                    s.gossip.update(old, by: s.me.uid)
+                }
                 s.gossip.update(member, by: s.me.uid)
                 s.outbox.append(.sendGossip(to: member.node, s.gossip))
             }
@@ -423,7 +431,10 @@ public struct MembershipCore: Core {
                 nextUp += 1
             case .leaving where settledView: m.status = .exiting
             case .exiting where settledView: m.status = .removed
-            case .down where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin: m.status = .removed
+            case .down
+            where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin
+                || KeepMajority.isReplaced(m, in: s.gossip):
+                m.status = .removed
             default: continue
             }
             changed = s.gossip.update(m, by: s.me.uid) || changed
