@@ -33,6 +33,11 @@ public struct ChaosChecker: Sendable {
         public var streamProcessed = 0
         public var lost = 0
         public var duplicated = 0
+        /// Messages processed again by a restarted consumer before their
+        /// acknowledgement reached the producer (allowed: at least once).
+        public var redelivered = 0
+        /// Streams seen: a restarted producer starts a new one.
+        public var streams = 0
         public var faults: [String: Int] = [:]
         public var convergenceMillis: Int?
         public var peakRSS: [String: Int] = [:]
@@ -166,46 +171,77 @@ public struct ChaosChecker: Sendable {
 
     // MARK: - Reliable stream
 
+    /// The stream's promise (`ReliableDelivery`): within one stream (one
+    /// producer incarnation) every acknowledged message is processed; each
+    /// consumer incarnation processes in order without gaps, and never a
+    /// message twice; a message is processed again only by a new consumer
+    /// process, and only if it was not yet acknowledged then. A restarted
+    /// producer starts a new stream at 1, which is not a duplicate.
     private func stream(_ events: [ChaosEvent], _ clock: Timeline, _ tally: inout Tally) -> Check {
         var findings: [String] = []
-        var acknowledged: (seq: UInt64, t: UInt64) = (0, 0)
-        var processed: [UInt64: [UInt64]] = [:]
-        var last: (seq: UInt64, t: UInt64)?
+        struct Stream {
+            var acknowledged: (seq: UInt64, t: UInt64) = (0, 0)
+            var sent: UInt64 = 0
+            /// Per message: when, and by which consumer process.
+            var processed: [UInt64: [(t: UInt64, consumer: UInt64)]] = [:]
+            /// Per consumer process: the last message it processed.
+            var last: [UInt64: (seq: UInt64, t: UInt64)] = [:]
+        }
+        var streams: [UInt64: Stream] = [:]
+        var order: [UInt64] = []
         for e in events {
-            guard let seq = e.seq else { continue }
+            guard let seq = e.seq, [.streamSend, .streamAck, .streamProcess].contains(e.kind) else { continue }
+            let id = e.stream ?? 0
+            if streams[id] == nil { order.append(id) }
+            var s = streams[id] ?? Stream()
+            defer { streams[id] = s }
             switch e.kind {
-            case .streamSend: tally.streamSent = max(tally.streamSent, seq)
-            case .streamAck where seq > acknowledged.seq: acknowledged = (seq, e.t)
+            case .streamSend: s.sent = max(s.sent, seq)
+            case .streamAck where seq > s.acknowledged.seq: s.acknowledged = (seq, e.t)
             case .streamProcess:
-                processed[seq, default: []].append(e.t)
+                let consumer = e.uid ?? 0
                 tally.streamProcessed += 1
-                if let last, seq <= last.seq {
+                if let earlier = s.processed[seq]?.last {
+                    if earlier.consumer == consumer {
+                        findings.append(
+                            "stream message \(seq) was processed twice by one consumer, at \(clock.at(earlier.t)) and \(clock.at(e.t)): duplicated"
+                        )
+                        tally.duplicated += 1
+                    } else if s.acknowledged.seq >= seq {
+                        findings.append(
+                            "stream message \(seq) was processed again at \(clock.at(e.t)), after it was acknowledged (by \(clock.at(s.acknowledged.t))): duplicated"
+                        )
+                        tally.duplicated += 1
+                    } else {
+                        tally.redelivered += 1  // at least once across a consumer restart
+                    }
+                }
+                if let last = s.last[consumer], seq != last.seq + 1 {
                     findings.append(
-                        "stream message \(seq) was processed at \(clock.at(e.t)) after message \(last.seq) (at \(clock.at(last.t))): out of order"
+                        "stream message \(seq) was processed at \(clock.at(e.t)) right after message \(last.seq) (at \(clock.at(last.t))) by the same consumer: "
+                            + (seq <= last.seq ? "out of order" : "a gap")
                     )
                 }
-                last = (seq, e.t)
+                s.last[consumer] = (seq, e.t)
+                s.processed[seq, default: []].append((e.t, consumer))
             default: break
             }
         }
-        tally.streamAcknowledged = acknowledged.seq
-        if acknowledged.seq > 0 {
-            for seq in 1...acknowledged.seq {
-                let times = processed[seq] ?? []
-                if times.isEmpty {
-                    tally.lost += 1
-                    findings.append(
-                        "stream message \(seq) was acknowledged (by \(clock.at(acknowledged.t))) but never processed: lost"
-                    )
-                } else if times.count > 1 {
-                    tally.duplicated += 1
-                    findings.append(
-                        "stream message \(seq) was processed \(times.count) times, at \(times.map(clock.at).joined(separator: ", ")): duplicated"
-                    )
-                }
+        tally.streams = order.count
+        for id in order {
+            guard let s = streams[id] else { continue }
+            tally.streamSent += s.sent
+            tally.streamAcknowledged += s.acknowledged.seq
+            guard s.acknowledged.seq > 0 else { continue }
+            for seq in 1...s.acknowledged.seq where s.processed[seq] == nil {
+                tally.lost += 1
+                findings.append(
+                    "stream message \(seq) was acknowledged (by \(clock.at(s.acknowledged.t))) but never processed: lost")
             }
         }
-        return Check(name: "acknowledged stream messages processed exactly once, in order", findings: findings)
+        return Check(
+            name: "stream: acknowledged messages processed, in order, again only after a consumer restart",
+            findings: findings)
     }
 
     // MARK: - Convergence

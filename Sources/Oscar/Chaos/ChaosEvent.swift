@@ -61,11 +61,13 @@ public struct ChaosEvent: Codable, Sendable, Equatable {
     public var pid: Int32?
     public var value: Int?
     public var detail: String?
+    /// On stream lines: the stream's id (its producer's incarnation).
+    public var stream: UInt64?
 
     public init(
         t: UInt64 = MonotonicTime.now(), node: String, kind: Kind, uid: UInt64? = nil, op: Int? = nil,
         target: String? = nil, seq: UInt64? = nil, members: [String]? = nil, pid: Int32? = nil, value: Int? = nil,
-        detail: String? = nil
+        detail: String? = nil, stream: UInt64? = nil
     ) {
         self.t = t
         self.node = node
@@ -78,6 +80,7 @@ public struct ChaosEvent: Codable, Sendable, Equatable {
         self.pid = pid
         self.value = value
         self.detail = detail
+        self.stream = stream
     }
 
     /// One JSON line (without the newline).
@@ -115,12 +118,12 @@ public final class ChaosRecorder: Sendable {
 
     public func record(
         _ kind: ChaosEvent.Kind, op: Int? = nil, target: String? = nil, seq: UInt64? = nil, members: [String]? = nil,
-        pid: Int32? = nil, value: Int? = nil, detail: String? = nil
+        pid: Int32? = nil, value: Int? = nil, detail: String? = nil, stream: UInt64? = nil
     ) {
         guard let me = identity.withLock({ $0 }) else { return }
         let event = ChaosEvent(
             node: me.node, kind: kind, uid: me.uid, op: op, target: target, seq: seq, members: members, pid: pid,
-            value: value, detail: detail)
+            value: value, detail: detail, stream: stream)
         sink(event.jsonLine + "\n")
     }
 }

@@ -24,7 +24,8 @@ public enum ChaosReport {
         row(
             "reliable stream",
             "sent \(t.streamSent) · acknowledged \(t.streamAcknowledged) · processed \(t.streamProcessed)"
-                + " · lost \(t.lost) · duplicated \(t.duplicated)")
+                + " · lost \(t.lost) · duplicated \(t.duplicated) · again after a consumer restart \(t.redelivered)"
+                + (t.streams > 1 ? " · \(t.streams) streams (the producer restarted)" : ""))
         row(
             "convergence",
             t.convergenceMillis.map {
@@ -57,19 +58,19 @@ public enum ChaosReport {
             return
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"40\"><text x=\"10\" y=\"25\">empty history</text></svg>\n"
         }
-        let (left, width, rowHeight, top) = (150.0, 900.0, 26.0, 50.0)
+        let (left, width, rowHeight) = (150.0, 900.0, 26.0)
+        let right = left + width + 15  // the last pixel a label may reach
         let span = Double(last - first)
         func x(_ t: UInt64) -> Double { left + width * Double(t - first) / span }
         var shapes: [String] = []
-        // Fault windows.
+        // Fault windows, and their labels in lanes above the rows: each label
+        // in the lowest lane where it overlaps no other, so faults close
+        // together (a partition, its heal, the next one) stay readable.
+        var windows: [(from: UInt64, to: UInt64, label: String)] = []
         var open: (t: UInt64, label: String)?
-        let height = top + rowHeight * Double(nodes.count)
         func closeFault(_ t: UInt64) {
             guard let f = open else { return }
-            shapes.append(
-                "<rect x=\"\(x(f.t).r)\" y=\"\(top - 6)\" width=\"\(max(x(t) - x(f.t), 1).r)\" height=\"\((height - top + 6).r)\" fill=\"#d33\" fill-opacity=\"0.12\"/>"
-            )
-            shapes.append("<text x=\"\(x(f.t).r)\" y=\"\(top - 10)\" font-size=\"10\">\(f.label.xmlEscaped)</text>")
+            windows.append((f.t, t, f.label))
             open = nil
         }
         for e in events {
@@ -82,6 +83,30 @@ public enum ChaosReport {
             }
         }
         closeFault(last)
+        let labels = windows.map { w in
+            let textWidth = estimatedTextWidth(w.label, fontSize: labelFontSize)
+            return LabelBox(x: max(0, min(x(w.from), right - textWidth)), width: textWidth)
+        }
+        let lanes = labelLanes(labels)
+        let top = 50 + labelLaneHeight * Double(max(lanes.max() ?? 0, 0))
+        let height = top + rowHeight * Double(nodes.count)
+        func baseline(lane: Int) -> Double { top - 10 - labelLaneHeight * Double(lane) }
+        for (i, w) in windows.enumerated() {
+            shapes.append(
+                "<rect x=\"\(x(w.from).r)\" y=\"\(top - 6)\" width=\"\(max(x(w.to) - x(w.from), 1).r)\" height=\"\((height - top + 6).r)\" fill=\"#d33\" fill-opacity=\"0.12\"/>"
+            )
+            if lanes[i] > 0 {  // a raised label: a thin line down to its window
+                shapes.append(
+                    "<line x1=\"\(x(w.from).r)\" y1=\"\((baseline(lane: lanes[i]) + 2).r)\" x2=\"\(x(w.from).r)\" y2=\"\(top - 6)\" stroke=\"#d33\" stroke-opacity=\"0.5\" stroke-width=\"0.8\"/>"
+                )
+            }
+        }
+        for (i, w) in windows.enumerated() {
+            // A white halo keeps the text legible over the lines of lower labels.
+            shapes.append(
+                "<text class=\"fault-label\" x=\"\(labels[i].x.r)\" y=\"\(baseline(lane: lanes[i]).r)\" font-size=\"\(Int(labelFontSize))\" stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">\(w.label.xmlEscaped)</text>"
+            )
+        }
         // Node rows.
         for (row, node) in nodes.enumerated() {
             let y = top + rowHeight * Double(row)
@@ -120,7 +145,9 @@ public enum ChaosReport {
             }
             paint(last)
         }
-        // Time axis, every 10 s.
+        // Time axis: every 10 s, or a longer step when the run is long
+        // enough for the tick labels to collide.
+        let step = tickStep(spanSeconds: span / 1e9, pixels: width)
         var tick: UInt64 = 0
         while first + tick <= last {
             let tx = x(first + tick)
@@ -128,11 +155,15 @@ public enum ChaosReport {
                 "<line x1=\"\(tx.r)\" y1=\"\(height.r)\" x2=\"\(tx.r)\" y2=\"\((height + 5).r)\" stroke=\"#333\"/>")
             shapes.append(
                 "<text x=\"\((tx - 8).r)\" y=\"\((height + 18).r)\" font-size=\"10\">\(tick / 1_000_000_000) s</text>")
-            tick += 10_000_000_000
+            tick += step * 1_000_000_000
         }
-        let legend =
-            "<text x=\"\(left)\" y=\"\((height + 36).r)\" font-size=\"11\">green: sees every node up and reachable · amber: some unreachable or missing · red: not up itself · violet: paused · grey: not running · shaded: network fault · ×: killed</text>"
-        let totalHeight = height + 48
+        let legend = [
+            "green: sees every node up and reachable · amber: some unreachable or missing · red: not up itself",
+            "violet: paused · grey: not running · shaded: network fault (labelled above the rows) · ×: killed",
+        ].enumerated().map { i, line in
+            "<text x=\"\(left)\" y=\"\((height + 36 + 14 * Double(i)).r)\" font-size=\"11\">\(line)</text>"
+        }.joined(separator: "\n")
+        let totalHeight = height + 62
         return """
             <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(left + width + 20))" height="\(Int(totalHeight))" font-family="sans-serif">
             <rect width="100%" height="100%" fill="white"/>
@@ -141,6 +172,48 @@ public enum ChaosReport {
             </svg>
 
             """
+    }
+
+    // MARK: - Label layout
+
+    static let labelFontSize = 10.0
+    static let labelLaneHeight = 13.0
+
+    /// A label's horizontal extent, in pixels.
+    struct LabelBox: Equatable {
+        var x: Double
+        var width: Double
+        var end: Double { x + width }
+    }
+
+    /// A text's width, estimated: no font metrics here, so a sans-serif
+    /// character is taken as 0.6 em, which errs wide.
+    static func estimatedTextWidth(_ text: String, fontSize: Double) -> Double {
+        Double(text.count) * fontSize * 0.6
+    }
+
+    /// A lane (0 the lowest) for each label, in order: the first lane in
+    /// which it comes no closer than `gap` to any label already there.
+    /// Deterministic; labels in one lane never overlap.
+    static func labelLanes(_ labels: [LabelBox], gap: Double = 6) -> [Int] {
+        var occupied: [[LabelBox]] = []
+        return labels.map { label in
+            let lane =
+                occupied.firstIndex { boxes in
+                    boxes.allSatisfy { label.x >= $0.end + gap || label.end + gap <= $0.x }
+                } ?? occupied.count
+            if lane == occupied.count { occupied.append([]) }
+            occupied[lane].append(label)
+            return lane
+        }
+    }
+
+    /// Seconds between time-axis ticks: the first of 10 s, 20 s, 30 s, 1 min,
+    /// … that leaves at least 50 pixels between tick labels.
+    static func tickStep(spanSeconds: Double, pixels: Double) -> UInt64 {
+        let steps: [UInt64] = [10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600]
+        let fit = steps.first { pixels * Double($0) / max(spanSeconds, 1) >= 50 }
+        return fit ?? max(3600, UInt64(spanSeconds * 50 / pixels / 3600 + 1) * 3600)
     }
 
     private static func colour(of view: ChaosEvent, nodes: [String]) -> String {

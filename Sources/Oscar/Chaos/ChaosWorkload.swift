@@ -49,6 +49,8 @@ public enum ChaosWorkload {
 
     public struct StreamItem: Message {
         public var seq: UInt64
+        /// The producer's stream id: a restarted producer starts a new one.
+        public var stream: UInt64
     }
 
     /// The virtual actor of chaos runs: records its activation and
@@ -112,7 +114,7 @@ public enum ChaosWorkload {
             ChaosAccount(actorSystem: cluster, key: key, recorder: recorder)
         }
         _ = try? ReliableConsumer.spawn(on: system, name: streamConsumer, StreamItem.self) { item in
-            recorder.record(.streamProcess, seq: item.seq)
+            recorder.record(.streamProcess, seq: item.seq, stream: item.stream)
         }
         let view = LatestView()
         await withTaskGroup(of: Void.self) { group in
@@ -249,13 +251,13 @@ public enum ChaosWorkload {
             let now = producer.acknowledged
             if now > acknowledged {
                 acknowledged = now
-                recorder.record(.streamAck, seq: now)
+                recorder.record(.streamAck, seq: now, stream: producer.stream)
             }
         }
         var seq: UInt64 = 0
         while MonotonicTime.now() < settings.until {
             // `send` waits while the window is full: bounded by the deadline.
-            let sending = Task { [seq] in try? await producer.send(StreamItem(seq: seq + 1)) }
+            let sending = Task { [seq] in try? await producer.send(StreamItem(seq: seq + 1, stream: producer.stream)) }
             while MonotonicTime.now() < settings.until, producer.sent == seq {
                 try? await Task.sleep(for: .milliseconds(20))  // poll the window
                 noteAcks()
@@ -265,7 +267,7 @@ public enum ChaosWorkload {
                 break
             }
             seq += 1
-            recorder.record(.streamSend, seq: seq)
+            recorder.record(.streamSend, seq: seq, stream: producer.stream)
             noteAcks()
             try? await Task.sleep(for: pace)  // the stream's rate
         }

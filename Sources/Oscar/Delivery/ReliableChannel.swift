@@ -11,6 +11,7 @@ enum ReliableWire {
     struct Ack: Message {
         static var manifest: String { "oscar.reliable.ack" }
         var upTo: UInt64
+        var stream: UInt64
     }
     struct Tick: Message {
         static var manifest: String { "oscar.reliable.tick" }
@@ -56,8 +57,8 @@ public final class ReliableConsumer<M: Message>: Reactor {
                 Log.shared.error("reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")
             }
             for next in core.onProcessed(envelope.seq) { perform(next, producer: producer) }
-        case .ack(let upTo):
-            producer.tell(ReliableWire.Ack(upTo: upTo))
+        case .ack(let upTo, let stream):
+            producer.tell(ReliableWire.Ack(upTo: upTo, stream: stream))
         }
     }
 }
@@ -86,11 +87,13 @@ public final class ReliableProducer<M: Message>: Sendable {
     ) throws {
         self.system = system
         self.consumer = consumer
-        self.state = Mutex(State(core: ReliableDelivery.Producer(window: window)))
+        self.state = Mutex(State(core: ReliableDelivery.Producer(window: window, stream: UInt64.random(in: 1...UInt64.max))))
         let ref = try system.spawn(name) { [weak self] in ProducerEndpoint(interval: resendInterval, owner: self) }
         endpoint.withLock { $0 = ref }
     }
 
+    /// This producer's stream id: a restarted producer starts a new stream.
+    public var stream: UInt64 { state.withLock { $0.core.stream } }
     /// Messages acknowledged so far (all sequence numbers up to this).
     public var acknowledged: UInt64 { state.withLock { $0.core.acked } }
     /// Messages accepted by `send` so far.
@@ -117,10 +120,10 @@ public final class ReliableProducer<M: Message>: Sendable {
         }
     }
 
-    fileprivate func onAck(_ upTo: UInt64) {
+    fileprivate func onAck(_ upTo: UInt64, stream: UInt64) {
         let (directives, resume) = state.withLock {
             s -> ([ReliableDelivery.Producer.Directive], [CheckedContinuation<Void, Never>]) in
-            let d = s.core.onAck(upTo: upTo)
+            let d = s.core.onAck(upTo: upTo, stream: stream)
             guard s.core.hasRoom else { return (d, []) }
             defer { s.roomWaiters.removeAll() }
             return (d, s.roomWaiters)
@@ -176,7 +179,7 @@ final class ProducerEndpoint<M: Message>: Reactor {
     }
 
     static func reactions(_ r: inout Reactions<ProducerEndpoint<M>>) {
-        r.on(ReliableWire.Ack.self, do: { me, m in me.owner?.onAck(m.upTo) })
+        r.on(ReliableWire.Ack.self, do: { me, m in me.owner?.onAck(m.upTo, stream: m.stream) })
         r.on(ReliableWire.Tick.self, do: { me, _ in me.owner?.onTick() })
     }
 }
