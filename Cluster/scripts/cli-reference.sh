@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates README.md's CLI reference from `oscar help`: the text between
+# Regenerates docs/CLI.md's CLI reference from `oscar help`: the text between
 # the cli-reference markers. Tests/EndToEndTests/ReadmeCLIReferenceTests.swift
 # fails when the two differ.
 set -euo pipefail
@@ -9,11 +9,11 @@ help=$(.build/debug/oscar help)
 python3 - "$help" <<'PY'
 import sys, re
 help_text = sys.argv[1]
-path = "README.md"
+path = "docs/CLI.md"
 text = open(path).read()
 start, end = "<!-- cli-reference:start -->", "<!-- cli-reference:end -->"
 block = start + "\n```\n" + help_text + "\n```\n" + end
 text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
 open(path, "w").write(text)
 PY
-echo "README.md: CLI reference regenerated from oscar help"
+echo "docs/CLI.md: CLI reference regenerated from oscar help"

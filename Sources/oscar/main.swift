@@ -42,6 +42,10 @@ let usage = """
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
                                       membership on the deterministic simulator: convergence,
                                       detection, false positives under loss, gossip load
+      oscar simulate --search N [--nodes 3-9] [--seed 1] [--trace]
+                                      N random fault schedules on the simulator, checked for
+                                      split brain, two singletons and a removed connected
+                                      majority; a failure prints its seed and a minimal schedule
       oscar chaos [--nodes 5] [--duration 60s] [--seed 1] [--faults kill,pause,partition,delay,loss]
                   [--scenario NAME|FILE] [--report .oscar/chaos] [--netns] [--list]
                                       chaos-test a local cluster: a workload, faults from the seed,

@@ -1,12 +1,12 @@
 import Foundation
 import Testing
 
-/// README.md's CLI reference is `oscar help`, verbatim
+/// docs/CLI.md's CLI reference is `oscar help`, verbatim
 /// (`Cluster/scripts/cli-reference.sh` writes it).
 @Suite struct ReadmeCLIReferenceTests {
     @Test func theReadmeShowsTheCurrentHelp() async throws {
         let readme = try String(
-            contentsOf: DeploymentConfigTests.root.appendingPathComponent("README.md"), encoding: .utf8)
+            contentsOf: DeploymentConfigTests.root.appendingPathComponent("docs/CLI.md"), encoding: .utf8)
         let start = try #require(readme.range(of: "<!-- cli-reference:start -->\n```\n"))
         let end = try #require(readme.range(of: "\n```\n<!-- cli-reference:end -->"))
         let shown = String(readme[start.upperBound..<end.lowerBound])
@@ -14,6 +14,6 @@ import Testing
         #expect(help.status == 0)
         #expect(
             shown == help.stdout.trimmingCharacters(in: .newlines),
-            "README's CLI reference is stale: run Cluster/scripts/cli-reference.sh")
+            "docs/CLI.md's CLI reference is stale: run Cluster/scripts/cli-reference.sh")
     }
 }
