@@ -288,6 +288,34 @@ struct HandDrivenCluster {
         #expect(held14)
     }
 
+    /// `oscar chaos --seed 23`, on hand-driven cores (node 2 is 7106):
+    /// node 2 is cut off twice, briefly; then {1, 3} are cut from {2, 4, 5}.
+    /// Before the fix, 1 and 3 had learned node 2's outages as heartbeat
+    /// intervals, so they still saw it reachable, counted {1, 2, 3} as a
+    /// majority and downed 4 and 5 while {2, 4, 5} downed them: split brain.
+    /// Now they see node 2 unreachable and, as a minority, down themselves.
+    @Test func chaosSeedTwentyThreeLeavesOnlyTheMajoritySideUp() {
+        var c = Cluster.formed(5)
+        for _ in 0..<2 {
+            c.cut([2], from: [1, 3, 4, 5])
+            c.tick(until: { _ in false }, limit: 4)
+            c.heal()
+            c.tick(until: { _ in false }, limit: 3)
+        }
+        #expect((1...5).allSatisfy { c.isRunning($0) }, "a 4 s cut downs nobody")
+        c.cut([1, 3], from: [2, 4, 5])
+        let settled = c.tick(until: { c in !c.isRunning(1) && !c.isRunning(3) }, limit: 30)
+        #expect(settled, "the minority {1, 3} did not down itself")
+        #expect([2, 4, 5].allSatisfy { c.isRunning($0) }, "the majority side must stay up")
+        func downed(_ subject: UInt64, by observer: UInt64) -> Bool {
+            c.events[observer, default: []].contains { if case .memberDowned(let m) = $0 { m.uid == subject } else { false } }
+        }
+        #expect(!downed(4, by: 1) && !downed(5, by: 1) && !downed(4, by: 3) && !downed(5, by: 3), "the minority downed the majority")
+        #expect(
+            c.events[1, default: []].contains { if case .unreachable(let m) = $0 { m.uid == 2 } else { false } },
+            "node 1 must see node 2 unreachable in the last partition")
+    }
+
     @Test func manualDowningLeavesAnUnreachableMemberUntilAnOperatorActs() {
         var c = Cluster.formed(3, settings: Self.manual)
         c.cut([3], from: [1, 2])

@@ -207,6 +207,29 @@ import Testing
         }
     }
 
+    /// Outages are not learned: after three 10 s silences, a fourth is
+    /// detected as fast as the first was (chaos seed 23's 7106 looked
+    /// reachable through a whole partition because they were).
+    @Test func aDetectorThatLivedThroughOutagesStillDetectsTheNextOneAsFast() {
+        var (d, last) = regular(every: 0.5, count: 40)
+        func detection(_ d: PhiAccrualDetector, after last: Double) -> Double {
+            var t = last
+            while d.isAvailable(at: t) { t += 0.01 }
+            return t - last
+        }
+        let first = detection(d, after: last)
+        var t = last
+        for _ in 0..<3 {
+            t += 10  // an outage: the next heartbeat comes 10 s later
+            d.heartbeat(at: t)
+            for _ in 0..<10 {
+                t += 0.5
+                d.heartbeat(at: t)
+            }
+        }
+        #expect(abs(detection(d, after: t) - first) < 0.05, "the outages widened what counts as normal")
+    }
+
     @Test func noHeartbeatYetMeansNoSuspicion() {
         #expect(PhiAccrualDetector().phi(at: 1_000) == 0)
     }

@@ -34,22 +34,52 @@ import Testing
         #expect(Set(outcomes.map(\.nodes)) == Set(3...9))
     }
 
-    /// The checker has teeth: with no removal margin, a downed side's
-    /// singleton still runs when its successor starts, and the search finds
-    /// it, shrinks the schedule and reports it.
-    @Test func theSearchFindsTheSecondSingletonThatNoRemovalMarginAllows() throws {
+    /// The checker has teeth: two halves that each down the other by hand
+    /// (manual downing, an operator on each side) are a split brain, and
+    /// once each has removed the other, each side's oldest member would
+    /// host the singleton.
+    @Test func theCheckerCatchesTwoHalvesThatDownEachOther() {
+        var settings = ClusterSimulator.Settings(nodes: 4, seed: 3)
+        settings.core.downing = .manual
+        var sim = ClusterSimulator(settings: settings)
+        let formed = sim.run(
+            untilTrue: { s in (0..<4).allSatisfy { s.isServing($0) && s.view($0).current.count == 4 } }, limit: 30)
+        #expect(formed != nil)
+        var checker = SplitBrainSearch.Checker(nodes: 4, quiet: 30)
+        #expect(checker.check(sim) == nil, "a healthy cluster breaks nothing")
+        sim.partition([0, 1], [2, 3])
+        sim.run(until: sim.now + 5)
+        sim.operatorDown(ClusterSimulator.address(2).uid, on: 0)
+        sim.operatorDown(ClusterSimulator.address(3).uid, on: 0)
+        sim.operatorDown(ClusterSimulator.address(0).uid, on: 2)
+        sim.operatorDown(ClusterSimulator.address(1).uid, on: 2)
+        sim.run(until: sim.now + 1)
+        #expect(checker.check(sim)?.0 == .splitBrain)
+        sim.run(until: sim.now + settings.core.removalMargin + 5)
+        let hosts = (0..<4).filter { sim.hostsSingleton($0) }
+        #expect(hosts == [0, 2], "each half's oldest member would host: \(hosts)")
+    }
+
+    /// A failing schedule shrinks to the steps it needs, and replays.
+    @Test func aFailingScheduleShrinksToWhatItNeedsAndReplays() throws {
+        // The planted bug: a node frozen for 20 s and cut off keeps serving
+        // on its return (no frozen limit), its singleton beside its
+        // successor's, until it sees the stable window out.
         var search = SplitBrainSearch()
-        search.settings.removalMargin = 0
-        let outcomes = search.search(seeds: 1...UInt64(60 / Self.scale), nodes: { _ in 5 })
-        let found = try #require(outcomes.first { $0.violation?.property == .twoSingletons })
-        let minimal = try #require(found.minimal)
-        #expect(minimal.steps.count <= found.schedule.steps.count)
-        // The minimal schedule still fails the same way, and replays exactly.
-        let again = search.run(minimal, nodes: found.nodes, seed: found.seed).0
-        #expect(again?.property == .twoSingletons)
-        #expect(search.run(minimal, nodes: found.nodes, seed: found.seed).0 == again)
-        let story = search.trace(minimal, nodes: found.nodes, seed: found.seed)
-        #expect(story.last?.contains("two singletons") == true)
+        search.settings.removalMargin = 1
+        search.settings.frozenLimit = 60
+        let noisy = FaultSchedule(steps: [
+            .init(at: 1, fault: .heal), .init(at: 2, fault: .loss(0)),
+            .init(at: 3, fault: .pause(0, seconds: 20)), .init(at: 3, fault: .partition([[0], [1, 2, 3, 4]])),
+        ])
+        let (violation, _) = search.run(noisy, nodes: 5, seed: 1)
+        #expect(violation?.property == .twoSingletons, "\(String(describing: violation))")
+        let minimal = search.shrink(noisy, nodes: 5, seed: 1, property: .twoSingletons)
+        #expect(minimal.steps.count < noisy.steps.count)
+        #expect(minimal.steps.contains { if case .pause(0, _) = $0.fault { true } else { false } })
+        #expect(search.run(minimal, nodes: 5, seed: 1).0?.property == .twoSingletons)
+        let story = search.trace(minimal, nodes: 5, seed: 1)
+        #expect(story.last?.contains("two singletons") == true, "\(story)")
     }
 
     /// `oscar chaos --nodes 5 --duration 60s --seed 23` split the cluster in

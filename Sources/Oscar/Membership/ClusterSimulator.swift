@@ -178,6 +178,9 @@ public struct ClusterSimulator {
         pausedUntil[i] = max(pausedUntil[i] ?? now, now + seconds)
     }
 
+    /// An operator downs member `uid` through node `i`.
+    public mutating func operatorDown(_ uid: UInt64, on i: Int) { apply(.down(uid), to: i) }
+
     /// Node `i` leaves gracefully.
     public mutating func leave(_ i: Int) { apply(.leave, to: i) }
 

@@ -35,6 +35,11 @@ public struct MembershipCore: Core {
         /// the downed side may still take to down itself: at most
         /// `decideWhenUnstableAfter` plus the detectors' skew. Default 8 s.
         public var removalMargin: Double = 8
+        /// A node that finds it did not tick for this long (it was frozen:
+        /// SIGSTOP, a stalled machine) downs itself on its next tick; nil,
+        /// the default, means `removalMargin`. Longer than that is unsafe:
+        /// the others may have removed it before it could down itself.
+        public var frozenLimit: Double?
         public var downing = Downing.keepMajority
         /// Members gossiped to per tick. Default 1.
         public var gossipFanout = 1
@@ -244,7 +249,7 @@ public struct MembershipCore: Core {
         case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
-            if let last = s.lastTickAt, now - last > settings.removalMargin,
+            if let last = s.lastTickAt, now - last > settings.frozenLimit ?? settings.removalMargin,
                 s.admitted, s.myStatus != .exiting
             {
                 // Frozen (SIGSTOP, a stalled machine) for longer than the

@@ -174,7 +174,7 @@ public struct SplitBrainSearch: Sendable {
     }
 
     /// The properties, checked against the simulator's state as it is.
-    private struct Checker {
+    struct Checker {
         let nodes: Int
         let quiet: Double
         var lastFaultAt = 0.0
