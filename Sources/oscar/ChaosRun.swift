@@ -99,7 +99,9 @@ final class ChaosRun {
             exit(130)
         }
         defer { network.tearDown() }
-        let startup = Duration.seconds(15)
+        // The first seed forms the cluster 12 s after the other seeds ask
+        // to join (`MembershipCore.Settings.firstSeedTimeout`).
+        let startup = Duration.seconds(30)
         until = MonotonicTime.now() + UInt64((startup + duration + .seconds(5)).nanoseconds)
         for i in nodes.indices { start(i) }
         let formed = await awaitConvergence(within: startup)

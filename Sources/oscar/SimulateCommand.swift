@@ -43,7 +43,8 @@ enum SimulateCommand {
         }
         let nodeText = args.option("nodes") ?? "3-9"
         let bounds = nodeText.split(separator: "-").compactMap { Int($0) }
-        guard (1...2).contains(bounds.count), bounds.allSatisfy({ (3...15).contains($0) }), bounds.first! <= bounds.last!
+        guard (1...2).contains(bounds.count), bounds.allSatisfy({ (3...15).contains($0) }),
+            bounds.first! <= bounds.last!
         else { throw .usage("with --search, --nodes takes a size or a range from 3 to 15, such as 5 or 3-9") }
         let (low, high) = (bounds.first!, bounds.last!)
         let first = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
@@ -54,7 +55,8 @@ enum SimulateCommand {
         let done = Mutex(0)
         let step = max(1, count / 20)
         FileStream.standardError.write(
-            "… \(count) schedules from seed \(first), \(nodeText) nodes: split brain, two singletons, a connected majority removed\n")
+            "… \(count) schedules from seed \(first), \(nodeText) nodes: split brain, two singletons, a connected majority removed\n"
+        )
         let outcomes = SplitBrainSearch().search(
             seeds: first...(first + UInt64(count) - 1),
             nodes: { seed in low + Int(seed % UInt64(high - low + 1)) }
@@ -74,7 +76,9 @@ enum SimulateCommand {
             print("seed \(o.seed), \(o.nodes) nodes: \(o.violation!)")
             print("  again: oscar simulate --search 1 --seed \(o.seed) --nodes \(o.nodes)")
             let minimal = o.minimal ?? o.schedule
-            print("  minimal schedule (\(minimal.steps.count) of \(o.schedule.steps.count) steps, seconds after the cluster formed):")
+            print(
+                "  minimal schedule (\(minimal.steps.count) of \(o.schedule.steps.count) steps, seconds after the cluster formed):"
+            )
             print(minimal.description.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
             if trace {
                 print("  the minimal schedule's run, seconds after the cluster formed (nodes 0–\(o.nodes - 1)):")

@@ -101,7 +101,8 @@ import Testing
             Self.e(1.3, Self.b, .streamAck, seq: 1), Self.e(3, Self.c, .streamProcess, uid: 6, seq: 1),
         ]
         let found = failures(history)
-        #expect(found.contains { $0.contains("processed again") && $0.contains("after it was acknowledged") }, "\(found)")
+        #expect(
+            found.contains { $0.contains("processed again") && $0.contains("after it was acknowledged") }, "\(found)")
     }
 
     /// A restarted producer starts a new stream at 1: told apart by its id,
@@ -111,7 +112,8 @@ import Testing
             Self.e(1, Self.b, .streamSend, seq: 1, stream: 10), Self.e(1.1, Self.c, .streamProcess, seq: 1, stream: 10),
             Self.e(1.2, Self.b, .streamAck, seq: 1, stream: 10),
             Self.e(5, Self.b, .streamSend, uid: 2, seq: 1, stream: 11),
-            Self.e(5.1, Self.c, .streamProcess, seq: 1, stream: 11), Self.e(5.2, Self.b, .streamAck, uid: 2, seq: 1, stream: 11),
+            Self.e(5.1, Self.c, .streamProcess, seq: 1, stream: 11),
+            Self.e(5.2, Self.b, .streamAck, uid: 2, seq: 1, stream: 11),
         ]
         let verdict = ChaosChecker().check(history)
         #expect(verdict.passed || verdict.checks.first { $0.name.hasPrefix("stream") }?.passed == true)

@@ -30,7 +30,9 @@ struct HandDrivenCluster {
         var cluster = HandDrivenCluster(settings: settings)
         for uid in 1...count { cluster.start(uid) }
         let formed = cluster.tick(until: { c in
-            (1...count).allSatisfy { c.sees($0, all: Array(1...count), are: .up) && c.states[$0]!.settled.count == count }
+            (1...count).allSatisfy {
+                c.sees($0, all: Array(1...count), are: .up) && c.states[$0]!.settled.count == count
+            }
         })
         precondition(formed, "the cluster did not form")
         return cluster
@@ -308,9 +310,13 @@ struct HandDrivenCluster {
         #expect(settled, "the minority {1, 3} did not down itself")
         #expect([2, 4, 5].allSatisfy { c.isRunning($0) }, "the majority side must stay up")
         func downed(_ subject: UInt64, by observer: UInt64) -> Bool {
-            c.events[observer, default: []].contains { if case .memberDowned(let m) = $0 { m.uid == subject } else { false } }
+            c.events[observer, default: []].contains {
+                if case .memberDowned(let m) = $0 { m.uid == subject } else { false }
+            }
         }
-        #expect(!downed(4, by: 1) && !downed(5, by: 1) && !downed(4, by: 3) && !downed(5, by: 3), "the minority downed the majority")
+        #expect(
+            !downed(4, by: 1) && !downed(5, by: 1) && !downed(4, by: 3) && !downed(5, by: 3),
+            "the minority downed the majority")
         #expect(
             c.events[1, default: []].contains { if case .unreachable(let m) = $0 { m.uid == 2 } else { false } },
             "node 1 must see node 2 unreachable in the last partition")

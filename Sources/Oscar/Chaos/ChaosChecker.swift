@@ -236,7 +236,8 @@ public struct ChaosChecker: Sendable {
             for seq in 1...s.acknowledged.seq where s.processed[seq] == nil {
                 tally.lost += 1
                 findings.append(
-                    "stream message \(seq) was acknowledged (by \(clock.at(s.acknowledged.t))) but never processed: lost")
+                    "stream message \(seq) was acknowledged (by \(clock.at(s.acknowledged.t))) but never processed: lost"
+                )
             }
         }
         return Check(

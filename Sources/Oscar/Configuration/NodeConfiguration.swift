@@ -240,7 +240,8 @@ public struct NodeConfiguration: Sendable, Equatable {
         },
         Key(
             name: "decide-when-unstable-after",
-            help: "keep-majority: how much longer than stable-after the view may keep changing before nodes decide anyway"
+            help:
+                "keep-majority: how much longer than stable-after the view may keep changing before nodes decide anyway"
         ) { c, t throws(Reason) in
             c.decideWhenUnstableAfter = try duration(t)
         } show: {

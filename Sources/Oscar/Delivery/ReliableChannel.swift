@@ -87,7 +87,8 @@ public final class ReliableProducer<M: Message>: Sendable {
     ) throws {
         self.system = system
         self.consumer = consumer
-        self.state = Mutex(State(core: ReliableDelivery.Producer(window: window, stream: UInt64.random(in: 1...UInt64.max))))
+        self.state = Mutex(
+            State(core: ReliableDelivery.Producer(window: window, stream: UInt64.random(in: 1...UInt64.max))))
         let ref = try system.spawn(name) { [weak self] in ProducerEndpoint(interval: resendInterval, owner: self) }
         endpoint.withLock { $0 = ref }
     }

@@ -154,7 +154,8 @@ public struct ClusterSimulator {
         let incarnation = (incarnations[i] ?? 0) + 1
         incarnations[i] = incarnation
         states[i] = MembershipCore.State(
-            me: Self.address(i, incarnation: incarnation), seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
+            me: Self.address(i, incarnation: incarnation),
+            seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
         states[i].now = now  // the new process's clock reads the time it starts
         started.remove(i)
         // Every node lists the first three nodes as seeds, as `oscar chaos`
@@ -192,7 +193,8 @@ public struct ClusterSimulator {
             let event = popFirst()
             now = event.at
             guard !killed.contains(event.node), !states[event.node].stopped else { continue }
-            if event.action == nil, !started.contains(event.node) || event.incarnation != incarnations[event.node] ?? 0 {
+            if event.action == nil, !started.contains(event.node) || event.incarnation != incarnations[event.node] ?? 0
+            {
                 continue
             }
             if let until = pausedUntil[event.node] {

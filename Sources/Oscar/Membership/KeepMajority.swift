@@ -48,7 +48,9 @@ struct KeepMajority {
         for (i, m) in gossip.current.enumerated() {
             let flagged = gossip.unreachableFlags[i]
             if flagged, m.status != .down, m.status != .exiting { unreachable.append(m.uid) }
-            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)) else { continue }
+            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)) else {
+                continue
+            }
             voters += 1
             let isSettled = settled.contains(m.uid)
             if !isSettled { allSettled = false }

@@ -95,7 +95,9 @@ public struct SplitBrainSearch: Sendable {
         }
     }
 
-    private func runKeepingSimulator(_ schedule: FaultSchedule, nodes: Int, seed: UInt64) -> (
+    private func runKeepingSimulator(
+        _ schedule: FaultSchedule, nodes: Int, seed: UInt64
+    ) -> (
         Violation?, Int, (ClusterSimulator, Double)
     ) {
         var simSettings = ClusterSimulator.Settings(nodes: nodes, seed: seed)
@@ -111,7 +113,9 @@ public struct SplitBrainSearch: Sendable {
                 }
             }, limit: 60, step: 0.25)
         guard let start = formed else {
-            return (Violation(property: .majorityRemoved, at: 0, detail: "the cluster did not form in 60 s"), 0, (sim, 0))
+            return (
+                Violation(property: .majorityRemoved, at: 0, detail: "the cluster did not form in 60 s"), 0, (sim, 0)
+            )
         }
         checker.noteFault(at: sim.now)
         var steps = schedule.steps[...]
@@ -124,7 +128,9 @@ public struct SplitBrainSearch: Sendable {
             }
             sim.run(until: sim.now + 0.1)
             if let found = checker.check(sim) {
-                return (Violation(property: found.0, at: sim.now - start, detail: found.1), checker.downed, (sim, start))
+                return (
+                    Violation(property: found.0, at: sim.now - start, detail: found.1), checker.downed, (sim, start)
+                )
             }
         }
         return (nil, checker.downed, (sim, start))
@@ -206,7 +212,9 @@ public struct SplitBrainSearch: Sendable {
                     }
                     let upP = Set(viewP.current.lazy.filter { $0.status == .up || $0.status == .leaving }.map(\.uid))
                     if Self.reachesMajority(viewP), Self.reachesMajority(viewQ),
-                        !viewQ.current.contains(where: { ($0.status == .up || $0.status == .leaving) && upP.contains($0.uid) })
+                        !viewQ.current.contains(where: {
+                            ($0.status == .up || $0.status == .leaving) && upP.contains($0.uid)
+                        })
                     {
                         return (
                             .splitBrain,
