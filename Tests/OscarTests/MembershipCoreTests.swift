@@ -322,6 +322,31 @@ struct HandDrivenCluster {
             "node 1 must see node 2 unreachable in the last partition")
     }
 
+    /// A partition healed before the stable window ends downs nobody: each
+    /// side's verdicts on the other reach it with the heal and are
+    /// withdrawn within a tick or two (chaos sweep seed 2 downed every node).
+    @Test func aPartitionHealedBeforeTheStableWindowDownsNobody() {
+        var c = Cluster.formed(5)
+        c.cut([1, 3], from: [2, 4, 5])
+        c.tick(until: { _ in false }, limit: 5.5)
+        #expect(!c.view(2).isReachable(1) && !c.view(1).isReachable(2), "both sides see the cut")
+        // As on real sockets, the gossip queued at the heal lands first:
+        // every node then sees every member flagged by someone.
+        c.heal()
+        c.act(.gossip(c.view(1), from: Cluster.address(1)), on: 2)
+        c.act(.gossip(c.view(2), from: Cluster.address(2)), on: 1)
+        for uid in UInt64(1)...5 {
+            for other in UInt64(1)...5 where other != uid {
+                c.act(.gossip(c.view(other), from: Cluster.address(other)), on: uid)
+            }
+        }
+        #expect((1...5).allSatisfy { c.view($0).unreachable.count == 5 }, "every member flagged by someone")
+        let healed = c.tick(until: { c in (1...5).allSatisfy { c.view($0).unreachable.isEmpty } }, limit: 3)
+        #expect(healed, "\((1...5).map { c.view(UInt64($0)).unreachable.sorted() })")
+        c.tick(until: { _ in false }, limit: c.core.settings.stableAfter * 3)
+        #expect((1...5).allSatisfy { c.isRunning($0) && c.sees($0, all: [1, 2, 3, 4, 5], are: .up) })
+    }
+
     @Test func manualDowningLeavesAnUnreachableMemberUntilAnOperatorActs() {
         var c = Cluster.formed(3, settings: Self.manual)
         c.cut([3], from: [1, 2])

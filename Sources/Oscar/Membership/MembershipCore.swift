@@ -110,6 +110,8 @@ public struct MembershipCore: Core {
         /// state with nobody unreachable showed them up): every side counts
         /// them as voters. See `KeepMajority`.
         var settled: Set<UInt64> = []
+        /// The last state the leader told every member was converged.
+        var announced: VersionVector?
         /// When this node last ticked: a long gap means it was frozen.
         var lastTickAt: Double?
         var random: SplitMix64
@@ -246,6 +248,7 @@ public struct MembershipCore: Core {
                 s.outbox.append(.sendGossip(to: sender, s.gossip))
             }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
+            if s.gossip.unreachable.isEmpty, s.gossip.isConverged { noteSettledAndDowned(&s) }
         case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
@@ -272,6 +275,7 @@ public struct MembershipCore: Core {
             }
         }
         if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s) }
+        announceConvergence(&s)
         s.outbox += ClusterEvent.diff(from: before, to: s.gossip).map { .publish($0) }
         // Down or removed: out. Exiting: the leader removes this node without
         // waiting for it, so a graceful leave ends here.
@@ -374,6 +378,21 @@ public struct MembershipCore: Core {
         noteSettledAndDowned(&s)
     }
 
+    /// The leader tells every member, once per state, that everyone has
+    /// seen it (nobody unreachable): they learn at once which members are
+    /// settled (`KeepMajority`) instead of a gossip round or two later, so a
+    /// partition right after a join finds the new member counted.
+    private func announceConvergence(_ s: inout State) {
+        guard s.admitted, s.gossip.leader?.uid == s.me.uid, s.announced != s.gossip.version,
+            s.gossip.unreachable.isEmpty, s.gossip.isConverged
+        else { return }
+        s.announced = s.gossip.version
+        for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
+            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+        }
+        noteSettledAndDowned(&s)
+    }
+
     /// Keeps `settled` and `downSince` up to date with the view.
     private func noteSettledAndDowned(_ s: inout State) {
         let g = s.gossip
@@ -385,15 +404,20 @@ public struct MembershipCore: Core {
     }
 
     /// Gossips to `count` members, preferring ones that have not seen this
-    /// state. Members that cannot take part (down, exiting, unreachable) are
-    /// never chosen: preferring one that will never see the state would
-    /// starve everyone else of gossip, and "seen" would never flow back.
+    /// state. Members that cannot take part (down, exiting, unreachable *by
+    /// this node's own detectors*) are never chosen: preferring one that
+    /// will never see the state would starve everyone else of gossip, and
+    /// "seen" would never flow back. Another observer's verdict does not
+    /// stop this node from trying: after a heal every member may be flagged
+    /// by someone, and only gossip can carry the withdrawals.
     private func gossip(_ s: inout State, count: Int) {
         let g = s.gossip
         let me = s.me.uid
+        let mine = g.reachability.observers[me]?.unreachable ?? []
         func eligible(_ i: Int) -> Bool {
             let status = g.current[i].status
-            return status != .down && status != .exiting && !g.unreachableFlags[i] && g.current[i].uid != me
+            return status != .down && status != .exiting && g.current[i].uid != me
+                && !(g.unreachableFlags[i] && mine.contains(g.current[i].uid))
         }
         // Two passes over indices, no arrays of members: count, then pick.
         var eligibleCount = 0
