@@ -20,8 +20,8 @@ swift test -Xswiftc -warnings-as-errors --filter ChaosRunTests
 
 # A short sweep: two more seeds' fault plans, end to end, one line each
 # (Cluster/chaos/sweep.sh; a long sweep is the same command with more seeds).
-echo "== chaos sweep (oscar chaos, seeds SWEEP_SEEDS, 60 s each)"
-OSCAR_BIN="$(swift build --show-bin-path)/oscar" OSCAR_SWEEP_DIR=.oscar/ci-sweep Cluster/chaos/sweep.sh SWEEP_SEEDS 60s
+echo "== chaos sweep (oscar chaos, seeds 1 and 3, 60 s each)"
+OSCAR_BIN="$(swift build --show-bin-path)/oscar" OSCAR_SWEEP_DIR=.oscar/ci-sweep Cluster/chaos/sweep.sh 1,3 60s
 
 if [ "${OSCAR_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== swift test under AddressSanitizer + LeakSanitizer"
