@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Testing
 
@@ -14,12 +13,13 @@ import Testing
     /// several times slower.
     static let scale = ProcessInfo.processInfo.environment["OSCAR_SANITIZER_RUN"] == nil ? 1 : 4
 
-    /// Runs `work` on a GCD thread, not on Swift concurrency's cooperative
-    /// threads: a search keeps its threads busy for seconds, and holding the
-    /// cooperative ones would stall every other test's tasks meanwhile.
+    /// Runs `work` on a thread of its own, not on Swift concurrency's
+    /// cooperative threads (nor Dispatch's, which they share): a search
+    /// keeps its threads busy for seconds, and holding shared ones would
+    /// stall every other test's tasks meanwhile.
     static func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: work()) }
+            Thread { continuation.resume(returning: work()) }.start()
         }
     }
 

@@ -2,7 +2,7 @@
 /// side this node is on, and whether that side may down the other, must
 /// down itself, or must wait.
 ///
-/// The rule (docs/MEMBERSHIP.md has the proof sketch):
+/// The rule (docs/DOWNING.md has the proof sketch and what it costs):
 /// - **Voters** are the current members that were up at some point: up,
 ///   leaving, exiting and down ones. A downed or exiting member still counts
 ///   in the total until removed, so a side cannot shrink the total by

@@ -285,28 +285,37 @@ public struct SplitBrainSearch: Sendable {
 }
 
 extension SplitBrainSearch {
-    /// Checks every seed of `seeds`, on all cores; `nodes` gives a seed's
-    /// node count. `progress` sees each outcome as it is known (from any
-    /// thread, one at a time). The outcomes come back in seed order.
+    /// Checks every seed of `seeds`, on one thread per core; `nodes` gives
+    /// a seed's node count. `progress` sees each outcome as it is known
+    /// (from any thread, one at a time). The outcomes come back in seed
+    /// order. The workers are threads of their own, not Dispatch's or Swift
+    /// concurrency's shared ones, which a long search would hold for its
+    /// whole length.
     public func search(
-        seeds: ClosedRange<UInt64>, nodes: @Sendable (UInt64) -> Int,
-        progress: @Sendable (Outcome) -> Void = { _ in }
+        seeds: ClosedRange<UInt64>, nodes: @escaping @Sendable (UInt64) -> Int,
+        progress: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) -> [Outcome] {
         let all = Array(seeds)
         let results = Mutex([Outcome?](repeating: nil, count: all.count))
         let next = Atomic(0)
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, all.count))
-        DispatchQueue.concurrentPerform(iterations: workers) { _ in
-            while true {
-                let i = next.add(1, ordering: .relaxed).oldValue
-                guard i < all.count else { return }
-                let outcome = check(seed: all[i], nodes: nodes(all[i]))
-                results.withLock { r in
-                    r[i] = outcome
-                    progress(outcome)
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<workers {
+            let thread = Thread {
+                while true {
+                    let i = next.add(1, ordering: .relaxed).oldValue
+                    guard i < all.count else { break }
+                    let outcome = check(seed: all[i], nodes: nodes(all[i]))
+                    results.withLock { r in
+                        r[i] = outcome
+                        progress(outcome)
+                    }
                 }
+                done.signal()
             }
+            thread.start()
         }
+        for _ in 0..<workers { done.wait() }
         return results.withLock { $0.compactMap { $0 } }
     }
 }
