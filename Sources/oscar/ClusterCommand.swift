@@ -138,7 +138,7 @@ enum ClusterCommand {
                 print(MembersTable.text(view))
                 for member in view.members where !runningPorts.contains(member.node.port) {
                     print(
-                        "\(member.node) is no longer running; the cluster downs and removes it within about 10 s "
+                        "\(member.node) is no longer running; the cluster downs and removes it within about 16 s "
                             + "of its end")
                 }
                 print("cluster converged in \(String(format1: elapsed)) s")

@@ -185,6 +185,18 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
         }
         let activation = ActorAddress(node: system.node.address, path: "\(Self.activationsPath)/\(kind)/\(call.key)")
         system.node.system.ref(for: activation).target?.deliver(call.call, reply: reply)
+        if placed.description != system.node.address.description { recheckPlacement(system) }
+    }
+
+    /// A forwarded call activated a key this node's view places elsewhere:
+    /// two views disagreed for a moment. Look again a second later, when
+    /// they agree, so the activation does not outlive the disagreement (no
+    /// membership event may come to remove it).
+    private func recheckPlacement(_ system: ClusterSystem) {
+        let loop = system.node.system.loops.next()
+        _ = loop.execute { [weak self, weak loop] in
+            _ = loop?.scheduleTimer(after: .seconds(1)) { [weak self] in self?.dropMisplaced() }
+        }
     }
 
     /// Lets go of every activation (the system is shutting down).

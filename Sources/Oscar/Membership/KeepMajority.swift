@@ -7,8 +7,10 @@
 ///   leaving, exiting and down ones. A downed or exiting member still counts
 ///   in the total until removed, so a side cannot shrink the total by
 ///   downing, and an exit that one side has seen and the other has not
-///   changes neither total. The exception is a downed member replaced by a
-///   new incarnation on its endpoint: its process is certainly gone.
+///   changes neither total. The exceptions are members certainly gone: a
+///   downed one replaced by a new incarnation on its endpoint, and an
+///   exiting one that told this node it is exiting (it stops as it sees
+///   that).
 /// - **My side** is the voters that are up or leaving, that no observer in
 ///   this view calls unreachable, and that are *settled*: their promotion to
 ///   up was seen by every member, so every other side counts them as voters
@@ -37,8 +39,9 @@ struct KeepMajority {
     }
 
     /// Decides for node `me` from its view. `settled` are the members known
-    /// to have been seen up by every member.
-    static func decide(me: UInt64, gossip: Gossip, settled: Set<UInt64>) -> Decision {
+    /// to have been seen up by every member; `exited`, exiting members that
+    /// told this node so (they have stopped).
+    static func decide(me: UInt64, gossip: Gossip, settled: Set<UInt64>, exited: Set<UInt64> = []) -> Decision {
         guard gossip.isConverged else { return .wait }
         var voters = 0
         var mine = 0
@@ -48,9 +51,9 @@ struct KeepMajority {
         for (i, m) in gossip.current.enumerated() {
             let flagged = gossip.unreachableFlags[i]
             if flagged, m.status != .down, m.status != .exiting { unreachable.append(m.uid) }
-            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)) else {
-                continue
-            }
+            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)),
+                !(m.status == .exiting && exited.contains(m.uid))
+            else { continue }
             voters += 1
             let isSettled = settled.contains(m.uid)
             if !isSettled { allSettled = false }

@@ -110,6 +110,10 @@ public struct MembershipCore: Core {
         /// state with nobody unreachable showed them up): every side counts
         /// them as voters. See `KeepMajority`.
         var settled: Set<UInt64> = []
+        /// Exiting members that sent this node a state naming themselves
+        /// exiting: a member stops the moment it sees that, so these are
+        /// gone. They count as voters nowhere and are removed at once.
+        var exited: Set<UInt64> = []
         /// The last state the leader told every member was converged.
         var announced: VersionVector?
         /// When this node last ticked: a long gap means it was frozen.
@@ -238,6 +242,7 @@ public struct MembershipCore: Core {
             // invitation below, or a second cluster's leader) and is not
             // merged, so two clusters never blend into one view.
             guard !s.admitted || received.members[s.me.uid] != nil else { return s }
+            if received.members[sender.uid]?.status == .exiting { s.exited.insert(sender.uid) }
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
             // Answer a sender that lacks the merged state, or does not know
@@ -281,6 +286,15 @@ public struct MembershipCore: Core {
         // waiting for it, so a graceful leave ends here.
         if s.myStatus == .removed || s.myStatus == .down || s.myStatus == .exiting {
             s.stopped = true
+            if s.myStatus == .exiting {
+                // A leaver's last word, to every member: "I am exiting", so
+                // each knows it is gone (`State.exited`) and no longer counts
+                // it as a voter, even if the leader that would remove it
+                // fails next.
+                for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
+                    s.outbox.append(.sendGossip(to: m.node, s.gossip))
+                }
+            }
             s.outbox.append(.shutDown(reason: "this node is \(s.myStatus) in the cluster's view"))
         }
         return s
@@ -400,6 +414,7 @@ public struct MembershipCore: Core {
             s.settled = Set(g.current.lazy.filter { $0.upNumber > 0 && $0.status != .joining }.map(\.uid))
         }
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
+        if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
         for m in g.current where m.status == .down && s.downSince[m.uid] == nil { s.downSince[m.uid] = s.now }
     }
 
@@ -459,7 +474,7 @@ public struct MembershipCore: Core {
                 m.upNumber = nextUp
                 nextUp += 1
             case .leaving where settledView: m.status = .exiting
-            case .exiting where settledView: m.status = .removed
+            case .exiting where settledView || s.exited.contains(m.uid): m.status = .removed
             case .down
             where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin
                 || KeepMajority.isReplaced(m, in: s.gossip):
@@ -497,11 +512,17 @@ public struct MembershipCore: Core {
     /// other node downs itself. Never two clusters: at most one side holds
     /// a consistent majority.
     private func downing(_ s: inout State) {
-        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, s.admitted else { return }
+        // A joining node is no voter and serves nothing yet: it has no say,
+        // and nothing to give up (it could not prove a majority before it
+        // has seen one settled view, and would down itself on joining a
+        // cluster that has a member unreachable).
+        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, s.admitted,
+            s.myStatus == .up || s.myStatus == .leaving
+        else { return }
         let stable = s.now - s.unreachableChangedAt >= settings.stableAfter
         let overdue = s.now - unstableSince >= settings.stableAfter + settings.decideWhenUnstableAfter
         guard stable || overdue else { return }
-        switch KeepMajority.decide(me: s.me.uid, gossip: s.gossip, settled: s.settled) {
+        switch KeepMajority.decide(me: s.me.uid, gossip: s.gossip, settled: s.settled, exited: s.exited) {
         case .wait:
             if overdue { downSelf(&s) }
         case .downSelf:
