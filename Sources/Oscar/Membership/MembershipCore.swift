@@ -496,7 +496,11 @@ public struct MembershipCore: Core {
     /// lives on (on nodes that are not seeds) learns of it and joins,
     /// instead of forming a second cluster with the other seeds.
     private func inviteSeeds(_ s: inout State) {
-        guard !s.seeds.isEmpty, Int(s.now) % 2 == 0, Int(s.now) != Int(s.lastTickAt ?? -1) else { return }
+        // Only a healthy cluster invites: a minority that is about to down
+        // itself would draw the seeds into a cluster that then vanishes,
+        // leaving them joined to nothing.
+        guard !s.seeds.isEmpty, s.lastUnreachable.isEmpty, Int(s.now) % 2 == 0, Int(s.now) != Int(s.lastTickAt ?? -1)
+        else { return }
         for seed in s.seeds
         where !s.gossip.current.contains(where: {
             $0.status != .down && s.gossip.isReachable($0.uid) && $0.node.hasEndpoint(of: seed)
