@@ -127,14 +127,14 @@ public struct MembershipCore: Core {
         /// Set when this node is the first of its seeds: it forms the cluster
         /// if no other seed answers by then.
         var formClusterAt: Double?
-        /// Seeds (by endpoint) that asked this first seed to let them in
-        /// while it was not admitted either: they belong to no cluster. It
-        /// forms one only when every other seed is so, so a first seed
+        /// Seeds (by endpoint, `host:port`) that asked this first seed to let
+        /// them in while it was not admitted either, so belong to no cluster,
+        /// and when each last asked: one that stops asking (it joined a
+        /// cluster after all) no longer counts. The first seed forms a
+        /// cluster only when every other seed counts, so a first seed
         /// restarted while a cluster lives on elsewhere (behind a partition,
         /// or with a seed still in it) waits and joins it instead of
         /// starting a second one.
-        /// When each was last heard so: a seed that stops asking (it joined
-        /// a cluster after all) no longer counts.
         var seedsWithoutCluster: [String: Double] = [:]
         /// A leave asked for while this node was still joining: carried out
         /// once it is up (joining → leaving is not a transition).
@@ -219,8 +219,7 @@ public struct MembershipCore: Core {
                 // Wait a full timeout after the last seed showed up, long
                 // enough for a cluster that lives on without its seeds to
                 // invite them (`inviteSeeds`) first.
-                let endpoint = "\(member.node.host):\(member.node.port)"
-                if s.seedsWithoutCluster.updateValue(s.now, forKey: endpoint) == nil {
+                if s.seedsWithoutCluster.updateValue(s.now, forKey: member.node.description) == nil {
                     s.formClusterAt = max(s.formClusterAt ?? 0, s.now + settings.firstSeedTimeout)
                 }
             }
@@ -253,7 +252,7 @@ public struct MembershipCore: Core {
                 s.outbox.append(.sendGossip(to: sender, s.gossip))
             }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
-            if s.gossip.unreachable.isEmpty, s.gossip.isConverged { noteSettledAndDowned(&s) }
+            if noteSettled(&s) { noteDowned(&s) }
         case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
@@ -331,7 +330,7 @@ public struct MembershipCore: Core {
         // first seed after its timeout, form the cluster.
         if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1,
             s.seedsWithoutCluster.values.filter({ s.now - $0 <= Self.seedEvidenceWindow }).count
-                >= Set(s.seeds.map { "\($0.host):\($0.port)" }).count
+                >= Set(s.seeds.map(\.description)).count
         {
             s.admitted = true
             var me = s.me
@@ -389,7 +388,8 @@ public struct MembershipCore: Core {
             for uid in unreachable where s.unreachableSince[uid] == nil { s.unreachableSince[uid] = s.now }
             s.unstableSince = unreachable.isEmpty ? nil : s.unstableSince ?? s.now
         }
-        noteSettledAndDowned(&s)
+        noteSettled(&s)
+        noteDowned(&s)
     }
 
     /// The leader tells every member, once per state, that everyone has
@@ -404,15 +404,24 @@ public struct MembershipCore: Core {
         for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
             s.outbox.append(.sendGossip(to: m.node, s.gossip))
         }
-        noteSettledAndDowned(&s)
+        noteSettled(&s)
+        noteDowned(&s)
     }
 
-    /// Keeps `settled` and `downSince` up to date with the view.
-    private func noteSettledAndDowned(_ s: inout State) {
+    /// A converged view with nobody unreachable: every member has seen
+    /// these members up, so they are settled.
+    /// Returns whether the view was so.
+    @discardableResult
+    private func noteSettled(_ s: inout State) -> Bool {
         let g = s.gossip
-        if g.unreachable.isEmpty, g.isConverged {
-            s.settled = Set(g.current.lazy.filter { $0.upNumber > 0 && $0.status != .joining }.map(\.uid))
-        }
+        guard g.unreachable.isEmpty, g.isConverged else { return false }
+        s.settled = Set(g.current.lazy.filter { $0.upNumber > 0 && $0.status != .joining }.map(\.uid))
+        return true
+    }
+
+    /// Keeps `downSince` and `exited` up to date with the view.
+    private func noteDowned(_ s: inout State) {
+        let g = s.gossip
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
         if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
         for m in g.current where m.status == .down && s.downSince[m.uid] == nil { s.downSince[m.uid] = s.now }
