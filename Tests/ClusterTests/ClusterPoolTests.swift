@@ -74,7 +74,7 @@ final class PoolWorker: Reactor {
         started: Tally? = nil
     ) throws -> ClusterNode {
         try ClusterNode(
-            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
         ) { actors in
             actors.clusterPool("workers", settings) { PoolWorker(gate: gate, started: started) }
         }
@@ -292,7 +292,7 @@ final class CountedSingleton: Reactor {
 @Suite(.serialized) struct ClusterSingletonTests {
     static func node(seeds: [NodeAddress] = [], census: SingletonCensus) throws -> ClusterNode {
         try ClusterNode(
-            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
         ) { $0.clusterSingleton("boss") { CountedSingleton(census: census) } }
     }
 
@@ -361,7 +361,7 @@ struct Order: Message {
 /// in both directions and a blackhole.
 @Suite(.serialized) struct ReliableChannelTests {
     @Test func everyAcknowledgedMessageIsProcessedOnceInOrderThroughLossAndABlackhole() async throws {
-        var settings = ClusterNode.Settings(secret: "s3cret", loopCount: 2, membershipTick: .milliseconds(200))
+        var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 2, membershipTick: .milliseconds(200))
         settings.membership.downing = .manual  // the injected faults must not down anyone
         let a = try ClusterNode(settings: settings)
         settings.seeds = [a.address]

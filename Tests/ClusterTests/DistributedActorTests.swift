@@ -37,7 +37,7 @@ distributed actor Greeter {
 /// Distributed actors over real sockets between two nodes in this process.
 @Suite struct DistributedActorTests {
     static func system(_ settings: ClusterSystem.Settings = .init()) throws -> ClusterSystem {
-        ClusterSystem(node: try ClusterNode(settings: .init(secret: "s3cret", loopCount: 2)), settings: settings)
+        ClusterSystem(node: try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 2)), settings: settings)
     }
 
     @Test func callsGenericCallsAndThrownErrorsCrossNodes() async throws {
@@ -162,7 +162,7 @@ distributed actor Greeter {
 @Suite(.serialized) struct DistributedInteropTests {
     static func member(seeds: [NodeAddress] = []) throws -> ClusterSystem {
         let node = try ClusterNode(
-            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
         ) { actors in
             actors.distributedPool("greeters", ClusterPoolSettings(perNode: 1, routing: .roundRobin)) { system in
                 Greeter(actorSystem: system)

@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func theManagementEndpointAppliesOnlyCommandsSignedWithTheSecret() async throws {
-        let a = try ClusterNode(settings: .init(secret: "s3cret", loopCount: 1, httpPort: 0)) { actors in
+        let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)) { actors in
             actors.singleton("ping") { PingActor() }
         }
         let b = try node()
@@ -40,7 +40,7 @@ import Testing
         #expect(a.faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
 
         let signed = try await Self.post(
-            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("s3cret".utf8)))
+            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("a-long-cluster-secret".utf8)))
         #expect(signed.status == 200)
         #expect(signed.body.contains("blackhole outbound 127.0.0.1:\(b.address.port)"))
         await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 3), timeout: .milliseconds(300)) }
@@ -48,12 +48,12 @@ import Testing
 
         let garbage = "{\"explode\":{}}"
         let refused = try await Self.post(
-            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: Array("s3cret".utf8)))
+            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: Array("a-long-cluster-secret".utf8)))
         #expect(refused.status == 400)
 
         let heal = "{\"heal\":{}}"
         let healed = try await Self.post(
-            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: Array("s3cret".utf8)))
+            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: Array("a-long-cluster-secret".utf8)))
         #expect(healed.status == 200 && healed.body.contains("\"rules\":[]"))
         #expect(try await remote.ask(Ping(n: 4)).n == 4)
     }

@@ -96,7 +96,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
     @Test func anOversizedFrameClosesOnlyThatConnection() async throws {
         try await nodeServesOn { port in
             let peer = try RawPeer(port: port)
-            #expect(peer.handshake(secret: "s3cret"))
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
             peer.send([0x06, 0x00, 0x00, 0x00, 0x01])  // claims 100 MB, over the 4 MiB maximum
             #expect(peer.closedByPeer())
         }
@@ -105,7 +105,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
     @Test func aMalformedFrameClosesOnlyThatConnection() async throws {
         try await nodeServesOn { port in
             let peer = try RawPeer(port: port)
-            #expect(peer.handshake(secret: "s3cret"))
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
             peer.send([0, 0, 0, 4, WireKind.tell.rawValue, 0, 0xff, 0xff])  // recipient runs past the frame
             #expect(peer.closedByPeer())
         }

@@ -20,8 +20,8 @@ distributed actor Scoreboard {
 }
 
 func scoreAcrossTwoNodes() async throws -> Int {
-    let a = ClusterSystem(node: try ClusterNode(settings: .init(secret: "s3cret")))
-    let b = ClusterSystem(node: try ClusterNode(settings: .init(secret: "s3cret")))
+    let a = ClusterSystem(node: try ClusterNode(settings: .init(secret: "a-long-cluster-secret")))
+    let b = ClusterSystem(node: try ClusterNode(settings: .init(secret: "a-long-cluster-secret")))
     defer { [b, a].forEach { $0.shutdown() } }
     let board = a.named("scoreboard") { Scoreboard(actorSystem: a) }  // oscar://<a>/user/scoreboard
     let remote = try Scoreboard.resolve(id: board.id, using: b)  // a proxy on b

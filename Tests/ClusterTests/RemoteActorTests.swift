@@ -62,7 +62,7 @@ func shutDown(_ nodes: ClusterNode...) {
     for n in nodes { n.shutdown() }
 }
 
-func node(_ secret: String = "s3cret", gate: Gate? = nil) throws -> ClusterNode {
+func node(_ secret: String = "a-long-cluster-secret", gate: Gate? = nil) throws -> ClusterNode {
     try ClusterNode(settings: .init(port: 0, secret: secret, loopCount: 2)) { actors in
         actors.singleton("ping") { PingActor(gate: gate) }
     }
@@ -123,11 +123,11 @@ extension RemoteActorTests {
     @Test func aBurstLargerThanTheSocketBuffersArrivesWholeAndInOrder() async throws {
         let count = 60_000  // 250 bytes each: 15 MB, past loopback's socket buffers
         let release = DispatchSemaphore(value: 0)
-        let receiver = try ClusterNode(settings: .init(port: 0, secret: "s3cret", loopCount: 1)) { actors in
+        let receiver = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) { actors in
             actors.singleton("sink") { PaddedSink() }
             actors.singleton("holder") { LoopHolder(release) }
         }
-        let sender = try ClusterNode(settings: .init(port: 0, secret: "s3cret", loopCount: 1)) { actors in
+        let sender = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) { actors in
             actors.singleton("burster") { Burster() }
         }
         defer { shutDown(receiver, sender) }
@@ -223,7 +223,7 @@ extension RemoteActorTests {
         // A ref that names the first incarnation explicitly.
         let pinned = a.system.ref(for: ActorAddress(node: b.address, path: "/user/ping"))
         b.shutdown()
-        b = try ClusterNode(settings: .init(port: port, secret: "s3cret", loopCount: 2)) { actors in
+        b = try ClusterNode(settings: .init(port: port, secret: "a-long-cluster-secret", loopCount: 2)) { actors in
             actors.singleton("ping") { PingActor() }
         }
         defer {
@@ -300,7 +300,7 @@ final class SequenceSink: Reactor {
 
 extension RemoteActorTests {
     @Test func aFullOutboundQueueRefusesInsteadOfGrowing() async throws {
-        let a = try ClusterNode(settings: .init(secret: "s3cret", loopCount: 1, outboundCapacity: 256 * 1024))
+        let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, outboundCapacity: 256 * 1024))
         defer { a.shutdown() }
         // The peer completes the handshake (as node 127.0.0.1:1) and then
         // never reads: once the kernel's socket buffers are full, only the
@@ -308,7 +308,7 @@ extension RemoteActorTests {
         let port = a.address.port
         let peer = try await offThePool { () -> RawPeer in
             let p = try RawPeer(port: port)
-            guard p.handshake(secret: "s3cret") else { throw TransportError.invalidAddress("handshake failed") }
+            guard p.handshake(secret: "a-long-cluster-secret") else { throw TransportError.invalidAddress("handshake failed") }
             return p
         }
         let silent = a.system.ref("oscar://127.0.0.1:1/user/sink")!

@@ -48,7 +48,7 @@ distributed actor Account {
 @Suite(.serialized) struct VirtualActorTests {
     static func member(seeds: [NodeAddress] = [], census: ActivationCensus) throws -> ClusterSystem {
         let node = try ClusterNode(
-            settings: .init(secret: "s3cret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200)))
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200)))
         let system = ClusterSystem(node: node)
         try system.registerVirtual(Account.self, kind: "account") { system, key in
             Account(actorSystem: system, key: key, census: census)
@@ -127,7 +127,7 @@ distributed actor Account {
 
     @Test func anIdleActivationIsDeactivated() async throws {
         let census = ActivationCensus()
-        let node = try ClusterNode(settings: .init(secret: "s3cret", loopCount: 1))
+        let node = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1))
         let system = ClusterSystem(node: node)
         defer { system.shutdown() }
         try system.registerVirtual(Account.self, kind: "account", idleTimeout: .milliseconds(300)) { s, key in

@@ -7,7 +7,7 @@ import Testing
     @Test func aSIGKILLedNodeFailsPendingAsksWithNodeUnreachableInUnderASecond() async throws {
         let victim = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let port = try #require(await victim.listeningPort())
-        let client = try ClusterNode(settings: .init(secret: "e2e-secret", loopCount: 1))
+        let client = try ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 1))
         defer { client.shutdown() }
         let echo = client.system.ref("oscar://127.0.0.1:\(port)/user/echo")!
         _ = try await echo.ask(Demo.Echo(text: "up?"))

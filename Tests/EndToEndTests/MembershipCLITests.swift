@@ -49,7 +49,7 @@ import Testing
     /// without launching a process per poll.
     static let client: ClusterNode? = {
         Log.shared.level = .error
-        return try? ClusterNode(settings: .init(secret: "e2e-secret", loopCount: 1))
+        return try? ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 1))
     }()
 
     static func view(from port: Int) async -> View? {

@@ -59,14 +59,14 @@ import Testing
         let base = "oscar://127.0.0.1:\(port)"
         let cases: [(args: [String], secret: String, status: Int32, says: String)] = [
             (
-                ["ask", "\(base)/user/echo", "NoSuchType", "{}"], "e2e-secret", 1,
+                ["ask", "\(base)/user/echo", "NoSuchType", "{}"], "e2e-cluster-secret-01", 1,
                 "no reaction for message type NoSuchType"
             ),
-            (["ask", "\(base)/user/nobody", "Echo", #"{"text":"x"}"#], "e2e-secret", 1, "no actor at"),
-            (["ask", "\(base)/user/echo", "Echo", "{not json"], "e2e-secret", 64, "invalid JSON"),
-            (["ask", "not-a-uri", "Echo", "{}"], "e2e-secret", 64, "is not an actor URI"),
-            (["ask", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-secret", 1, "missing key 'text'"),
-            (["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-secret", 4, "unreachable"),
+            (["ask", "\(base)/user/nobody", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 1, "no actor at"),
+            (["ask", "\(base)/user/echo", "Echo", "{not json"], "e2e-cluster-secret-01", 64, "invalid JSON"),
+            (["ask", "not-a-uri", "Echo", "{}"], "e2e-cluster-secret-01", 64, "is not an actor URI"),
+            (["ask", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-cluster-secret-01", 1, "missing key 'text'"),
+            (["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 4, "unreachable"),
             (["ask", "\(base)/user/echo", "Echo", #"{"text":"x"}"#], "not-the-secret", 4, "secret"),
         ]
         for c in cases {

@@ -29,7 +29,7 @@ final class OscarProcess {
     /// `launcher` runs `oscar` through another command, such as
     /// `["/usr/sbin/ip", "netns", "exec", "ns1"]`.
     init(
-        _ arguments: [String], secret: String = "e2e-secret", environment extra: [String: String] = [:],
+        _ arguments: [String], secret: String = "e2e-cluster-secret-01", environment extra: [String: String] = [:],
         launcher: [String] = []
     ) throws {
         if let first = launcher.first {
@@ -74,7 +74,7 @@ final class OscarProcess {
     /// Runs `oscar` to completion (bounded by `timeout`) and returns its exit
     /// code and output.
     static func run(
-        _ arguments: [String], secret: String = "e2e-secret", environment: [String: String] = [:],
+        _ arguments: [String], secret: String = "e2e-cluster-secret-01", environment: [String: String] = [:],
         launcher: [String] = [], timeout: Duration = .seconds(20)
     ) async throws
         -> (status: Int32, stdout: String, stderr: String)

@@ -28,7 +28,7 @@ import Testing
     }
 
     @Test func matchingSecretsEstablishBothSidesWithTheRightPeer() {
-        let (sideA, sideB) = run(secretA: "s3cret", secretB: "s3cret")
+        let (sideA, sideB) = run(secretA: "a-long-cluster-secret", secretB: "a-long-cluster-secret")
         #expect(sideA.contains(.established(b)))
         #expect(sideB.contains(.established(a)))
     }

@@ -4,7 +4,7 @@ import Synchronization
 /// refs reach actors on other nodes with the same `tell` and `ask`.
 ///
 /// ```swift
-/// let node = try ClusterNode(settings: .init(port: 7001, secret: "s3cret")) { actors in
+/// let node = try ClusterNode(settings: .init(port: 7001, secret: "a-long-cluster-secret")) { actors in
 ///     actors.singleton("echo") { EchoActor() }
 /// }
 /// let remote = node.system.ref("oscar://127.0.0.1:7002/user/echo")!
