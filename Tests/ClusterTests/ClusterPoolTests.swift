@@ -68,7 +68,7 @@ final class PoolWorker: Reactor {
 }
 
 /// Cluster pools on 3–4 nodes in one process, over real sockets.
-@Suite(.serialized) struct ClusterPoolTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct ClusterPoolTests {
     static func node(
         seeds: [NodeAddress] = [], _ settings: ClusterPoolSettings = ClusterPoolSettings(), gate: Gate? = nil,
         started: Tally? = nil
@@ -213,7 +213,7 @@ final class PoolWorker: Reactor {
 }
 
 /// The receptionist on 3 nodes over real sockets.
-@Suite(.serialized) struct ReceptionistTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct ReceptionistTests {
     static let key = ReceptionistKey<Work>("work")
 
     @Test func listingsConvergeAndLoseStoppedActorsAndRemovedNodes() async throws {
@@ -289,7 +289,7 @@ final class CountedSingleton: Reactor {
 }
 
 /// The cluster singleton on 3 nodes over real sockets.
-@Suite(.serialized) struct ClusterSingletonTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct ClusterSingletonTests {
     static func node(seeds: [NodeAddress] = [], census: SingletonCensus) throws -> ClusterNode {
         try ClusterNode(
             settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
@@ -359,7 +359,7 @@ struct Order: Message {
 
 /// Reliable delivery between two nodes over real sockets, with injected loss
 /// in both directions and a blackhole.
-@Suite(.serialized) struct ReliableChannelTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct ReliableChannelTests {
     @Test func everyAcknowledgedMessageIsProcessedOnceInOrderThroughLossAndABlackhole() async throws {
         var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 2, membershipTick: .milliseconds(200))
         settings.membership.downing = .manual  // the injected faults must not down anyone

@@ -35,7 +35,7 @@ distributed actor Greeter {
 }
 
 /// Distributed actors over real sockets between two nodes in this process.
-@Suite struct DistributedActorTests {
+@Suite(.timeLimit(.minutes(5))) struct DistributedActorTests {
     static func system(_ settings: ClusterSystem.Settings = .init()) throws -> ClusterSystem {
         ClusterSystem(node: try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 2)), settings: settings)
     }
@@ -159,7 +159,7 @@ distributed actor Greeter {
 
 /// Distributed actors with the message API's receptionist, pools and death
 /// watch, on nodes that form a cluster.
-@Suite(.serialized) struct DistributedInteropTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct DistributedInteropTests {
     static func member(seeds: [NodeAddress] = []) throws -> ClusterSystem {
         let node = try ClusterNode(
             settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))

@@ -4,7 +4,7 @@ import Testing
 
 /// The fault gate over real sockets: controlled through the management
 /// endpoint (signed with the secret) and the `/system/faults` actor.
-@Suite struct FaultGateTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultGateTests {
     static func post(_ body: String, port: Int, signature: String?) async throws -> (status: Int, body: String) {
         try await offThePool {
             let peer = try RawPeer(port: port)

@@ -82,7 +82,7 @@ func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async t
     }
 }
 
-@Suite struct HostilePeerTests {
+@Suite(.timeLimit(.minutes(5))) struct HostilePeerTests {
     /// After `attack` against B, a well-behaved node A still gets answers from B.
     func nodeServesOn(after attack: @escaping @Sendable (Int) throws -> Void) async throws {
         let (a, b) = try twoNodes()

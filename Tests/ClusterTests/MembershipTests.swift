@@ -4,7 +4,7 @@ import OscarTestSupport
 import Testing
 
 /// Membership over real sockets on 127.0.0.1, several nodes in one process.
-@Suite struct MembershipTests {
+@Suite(.timeLimit(.minutes(5))) struct MembershipTests {
     func clusterNode(seeds: [NodeAddress] = []) throws -> ClusterNode {
         try ClusterNode(
             settings: .init(secret: "a-long-cluster-secret", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200)))

@@ -2,7 +2,7 @@ import Oscar
 import OscarTestSupport
 import Testing
 
-@Suite struct NodeLifetimeTests {
+@Suite(.timeLimit(.minutes(5))) struct NodeLifetimeTests {
     @Test func shutDownNodesAreFreedWithTheirLoops() async throws {
         weak var weakSystemA: ActorSystem?
         weak var weakSystemB: ActorSystem?

@@ -13,7 +13,7 @@ func readmeClusterExample(secret: String) async throws {
     // README-CLUSTER-END
 }
 
-@Suite struct ReadmeClusterExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeClusterExampleTests {
     @Test func theReadmeShowsTheCompiledClusterSnippet() throws {
         let source = try String(contentsOfFile: #filePath, encoding: .utf8)
         let root = #filePath.components(separatedBy: "/Tests/")[0]

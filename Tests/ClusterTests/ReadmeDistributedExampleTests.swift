@@ -30,7 +30,7 @@ func scoreAcrossTwoNodes() async throws -> Int {
 }
 // README-DISTRIBUTED-END
 
-@Suite struct ReadmeDistributedExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeDistributedExampleTests {
     @Test func theDistributedExampleRunsAndReadsAsItDoesInTheReadme() async throws {
         #expect(try await scoreAcrossTwoNodes() == 5)
 

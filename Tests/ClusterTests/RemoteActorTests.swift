@@ -68,7 +68,7 @@ func node(_ secret: String = "a-long-cluster-secret", gate: Gate? = nil) throws 
     }
 }
 
-@Suite struct RemoteActorTests {
+@Suite(.timeLimit(.minutes(5))) struct RemoteActorTests {
     @Test func tellAndAskReachAnActorOnAnotherNode() async throws {
         let (a, b) = try twoNodes()
         defer { shutDown(a, b) }

@@ -45,7 +45,7 @@ distributed actor Account {
     }
 }
 
-@Suite(.serialized) struct VirtualActorTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct VirtualActorTests {
     static func member(seeds: [NodeAddress] = [], census: ActivationCensus) throws -> ClusterSystem {
         let node = try ClusterNode(
             settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200)))

@@ -36,7 +36,7 @@ final class ErrorLog: Sendable {
 
 struct Boom: Error, CustomStringConvertible { var description: String { "boom" } }
 
-@Suite struct EngineTests {
+@Suite(.timeLimit(.minutes(5))) struct EngineTests {
     @Test func reduceIsPureAndDeterministic() {
         let core = CounterCore(errors: ErrorLog())
         let start = CounterCore.State()

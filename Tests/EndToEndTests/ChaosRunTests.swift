@@ -5,7 +5,7 @@ import Testing
 /// `oscar chaos` end to end: real node processes, real faults, the checkers
 /// on the recorded history. Run on their own after the rest of the suite
 /// (`Cluster/test.sh`), so their timing is not shared with other tests.
-@Suite(.serialized) struct ChaosRunTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ChaosRunTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

@@ -4,7 +4,7 @@ import Testing
 
 /// `oscar cluster` driven as a user would: real node processes started in
 /// the background, asked, killed, added and stopped.
-@Suite(.serialized) struct ClusterCLITests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct ClusterCLITests {
     /// A base port with `count` consecutive free ports on 127.0.0.1.
     static func freeRange(_ count: Int) -> Int? {
         var rng = SystemRandomNumberGenerator()

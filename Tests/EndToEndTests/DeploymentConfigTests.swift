@@ -5,7 +5,7 @@ import Testing
 /// what can be checked: each service's command and environment, on top of
 /// the image's ENV from Cluster/Dockerfile, pass `oscar node --check-config`,
 /// and the file has what the deployment needs. The example configs pass too.
-@Suite struct DeploymentConfigTests {
+@Suite(.timeLimit(.minutes(5))) struct DeploymentConfigTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 

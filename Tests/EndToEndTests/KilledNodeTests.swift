@@ -3,7 +3,7 @@ import Oscar
 import OscarTestSupport
 import Testing
 
-@Suite(.serialized) struct KilledNodeTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct KilledNodeTests {
     @Test func aSIGKILLedNodeFailsPendingAsksWithNodeUnreachableInUnderASecond() async throws {
         let victim = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let port = try #require(await victim.listeningPort())

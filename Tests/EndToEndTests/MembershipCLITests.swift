@@ -5,7 +5,7 @@ import Testing
 
 /// Real `oscar node` processes forming a cluster on 127.0.0.1, observed with
 /// `oscar members --json`.
-@Suite(.serialized) struct MembershipCLITests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct MembershipCLITests {
     struct View {
         var statuses: [Int: String]  // by port
         var unreachable: Set<Int>

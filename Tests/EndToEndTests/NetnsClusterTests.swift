@@ -7,7 +7,7 @@ import Testing
 /// the machine's own network. The nodes are configured as in
 /// docker-compose.yml: bind 0.0.0.0, advertise their own address, two seeds.
 /// Needs root and `ip netns`; skipped otherwise.
-@Suite(.serialized) struct NetnsClusterTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct NetnsClusterTests {
     static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"].first {
         FileManager.default.isExecutableFile(atPath: $0)
     }

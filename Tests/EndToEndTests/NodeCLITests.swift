@@ -3,7 +3,7 @@ import Testing
 
 /// Two real `oscar node` processes on 127.0.0.1, driven with `oscar ask` and
 /// `oscar tell` processes.
-@Suite(.serialized) struct NodeCLITests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct NodeCLITests {
     @Test func askAndTellBetweenTwoRealNodes() async throws {
         let a = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let b = try OscarProcess(["node", "--port", "0", "--loops", "1"])

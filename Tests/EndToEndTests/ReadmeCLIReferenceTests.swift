@@ -3,7 +3,7 @@ import Testing
 
 /// docs/CLI.md's CLI reference is `oscar help`, verbatim
 /// (`Cluster/scripts/cli-reference.sh` writes it).
-@Suite struct ReadmeCLIReferenceTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeCLIReferenceTests {
     @Test func theReadmeShowsTheCurrentHelp() async throws {
         let readme = try String(
             contentsOf: DeploymentConfigTests.root.appendingPathComponent("docs/CLI.md"), encoding: .utf8)

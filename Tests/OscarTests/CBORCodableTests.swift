@@ -43,7 +43,7 @@ struct PersonV2: Codable, Equatable {
     var email: String?
 }
 
-@Suite struct CBORCodableTests {
+@Suite(.timeLimit(.minutes(5))) struct CBORCodableTests {
     let encoder = CBOREncoder()
     let decoder = CBORDecoder()
 

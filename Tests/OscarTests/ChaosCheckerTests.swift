@@ -3,7 +3,7 @@ import Testing
 
 /// The chaos checkers against histories written by hand: a clean one passes;
 /// each doctored one fails, naming the operation concerned.
-@Suite struct ChaosCheckerTests {
+@Suite(.timeLimit(.minutes(5))) struct ChaosCheckerTests {
     static let a = "127.0.0.1:7000"
     static let b = "127.0.0.1:7001"
     static let c = "127.0.0.1:7002"

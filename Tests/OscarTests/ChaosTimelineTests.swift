@@ -4,7 +4,7 @@ import Testing
 
 /// The chaos timeline's fault labels: however close together the faults,
 /// no two labels overlap, so a partition (a split brain) stays readable.
-@Suite struct ChaosTimelineTests {
+@Suite(.timeLimit(.minutes(5))) struct ChaosTimelineTests {
     static let nodes = (0..<5).map { "127.0.0.1:\(7100 + $0)" }
     static let s: UInt64 = 1_000_000_000
 

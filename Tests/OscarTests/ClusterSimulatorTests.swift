@@ -6,7 +6,7 @@ import Testing
 /// Simulations advance in 0.1 s virtual steps and yield between them: a long
 /// synchronous run would hold one of the cooperative pool's threads (one per
 /// core) and stall every other test.
-@Suite struct ClusterSimulatorTests {
+@Suite(.timeLimit(.minutes(5))) struct ClusterSimulatorTests {
     /// Runs until `condition` holds or `limit` (virtual seconds) passes;
     /// returns the virtual time it held, or nil.
     func advance(

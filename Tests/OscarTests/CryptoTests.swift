@@ -2,7 +2,7 @@ import Testing
 
 @testable import Oscar
 
-@Suite struct CryptoTests {
+@Suite(.timeLimit(.minutes(5))) struct CryptoTests {
     @Test(arguments: [
         ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),

@@ -5,7 +5,7 @@ import Testing
 
 /// The bytes of a distributed call and of its outcome (docs/PROTOCOL.md,
 /// "Distributed calls"), and their readers on hostile input.
-@Suite struct DistributedWireTests {
+@Suite(.timeLimit(.minutes(5))) struct DistributedWireTests {
     struct Point: Codable, Equatable {
         var x: Int
         var label: String

@@ -3,7 +3,7 @@ import OscarTestSupport
 import Synchronization
 import Testing
 
-@Suite struct EventLoopTests {
+@Suite(.timeLimit(.minutes(5))) struct EventLoopTests {
     @Test func executeRunsOnTheLoopThreadInSubmissionOrderPerProducer() async {
         let group = EventLoopGroup(loopCount: 2)
         defer { group.shutdown() }

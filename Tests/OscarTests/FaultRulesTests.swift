@@ -3,7 +3,7 @@ import Testing
 @testable import Oscar
 
 /// The fault gate's rules, driven with a hand-held clock.
-@Suite struct FaultRulesTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultRulesTests {
     let peer = "127.0.0.1:7002"
     let other = "127.0.0.1:7003"
 
@@ -83,7 +83,7 @@ import Testing
 }
 
 /// The JSON forms the README shows for `POST /faults`.
-@Suite struct FaultCommandJSONTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultCommandJSONTests {
     func decode(_ json: String) -> FaultCommand? {
         let secret = Array("k".utf8)
         let request = ManagementRoutes.Request(

@@ -1,7 +1,7 @@
 import Oscar
 import Testing
 
-@Suite struct FutureLifetimeTests {
+@Suite(.timeLimit(.minutes(5))) struct FutureLifetimeTests {
     @Test func anActorOutlivesItsFutureReactions() async throws {
         let system = ActorSystem(settings: .init(loopCount: 1))
         defer { system.shutdown() }

@@ -9,7 +9,7 @@ import Testing
 /// The loops yield every thousand inputs: Swift Testing runs tests on the
 /// cooperative pool, which has one thread per core, and a long loop that
 /// never yields would starve every other test of it.
-@Suite(.serialized) struct FuzzTests {
+@Suite(.serialized, .timeLimit(.minutes(8))) struct FuzzTests {
     static let iterations = 100_000
 
     /// Valid encodings to mutate.

@@ -2,7 +2,7 @@ import Testing
 
 @testable import Oscar
 
-@Suite struct HandshakeTests {
+@Suite(.timeLimit(.minutes(5))) struct HandshakeTests {
     let a = NodeAddress(host: "127.0.0.1", port: 7001, uid: 11)
     let b = NodeAddress(host: "127.0.0.1", port: 7002, uid: 22)
 

@@ -4,7 +4,7 @@ import Testing
 
 /// The keep-majority decision on views built by hand: who is on my side,
 /// what counts as a voter, and when a node must wait or down itself.
-@Suite struct KeepMajorityTests {
+@Suite(.timeLimit(.minutes(5))) struct KeepMajorityTests {
     static func address(_ uid: UInt64, port: Int? = nil) -> NodeAddress {
         NodeAddress(host: "10.0.0.1", port: port ?? 7000 + Int(uid), uid: uid)
     }

@@ -34,7 +34,7 @@ final class BurstSender: Reactor {
     }
 }
 
-@Suite struct MailboxTests {
+@Suite(.timeLimit(.minutes(5))) struct MailboxTests {
     @Test func fifoPerSenderUnderEightConcurrentSenders() async throws {
         let system = ActorSystem(settings: .init(loopCount: 2))
         defer { system.shutdown() }

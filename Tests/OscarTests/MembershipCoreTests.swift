@@ -124,7 +124,7 @@ struct HandDrivenCluster {
 /// The membership core's rules, one situation each, on hand-driven cores:
 /// status transitions, the leader's rules, downing decisions and the
 /// refutation of a false suspicion.
-@Suite struct MembershipCoreTests {
+@Suite(.timeLimit(.minutes(5))) struct MembershipCoreTests {
     typealias Cluster = HandDrivenCluster
 
     // MARK: - Status transitions

@@ -4,7 +4,7 @@ import Testing
 
 /// The pure membership state, with no sockets: merge laws on generated
 /// states, status rules, convergence and the leader.
-@Suite struct MembershipStateTests {
+@Suite(.timeLimit(.minutes(5))) struct MembershipStateTests {
     static func node(_ uid: UInt64) -> NodeAddress { NodeAddress(host: "127.0.0.1", port: 7000 + Int(uid), uid: uid) }
 
     /// Random states as nodes 1...6 would hold them: each node changes only
@@ -170,7 +170,7 @@ import Testing
     }
 }
 
-@Suite struct PhiAccrualDetectorTests {
+@Suite(.timeLimit(.minutes(5))) struct PhiAccrualDetectorTests {
     func regular(every interval: Double, count: Int) -> (PhiAccrualDetector, Double) {
         var d = PhiAccrualDetector()
         var t = 0.0

@@ -4,7 +4,7 @@ import Testing
 
 /// Configuration resolves flags, then environment, then file, then defaults,
 /// and names the key and source of a bad value.
-@Suite struct NodeConfigurationTests {
+@Suite(.timeLimit(.minutes(5))) struct NodeConfigurationTests {
     let file = (path: "node.json", text: #"{"port": 7100, "roles": ["a", "b"], "stable-after": "7s", "secret": "f"}"#)
 
     @Test func flagsBeatEnvironmentBeatFileBeatDefaults() throws {

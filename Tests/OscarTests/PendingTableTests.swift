@@ -4,7 +4,7 @@ import Testing
 
 /// The pending-ask table against a `Dictionary`, with ids that collide on
 /// purpose (multiples of the table size) and enough of them to grow it.
-@Suite struct PendingTableTests {
+@Suite(.timeLimit(.minutes(5))) struct PendingTableTests {
     @Test func behavesLikeADictionaryThroughCollisionsRemovalsAndGrowth() {
         var rng = SeededRandom(seed: 99)
         var table = PendingTable<Int>(capacity: 4)

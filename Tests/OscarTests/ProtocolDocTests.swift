@@ -4,7 +4,7 @@ import Testing
 @testable import Oscar
 
 /// docs/PROTOCOL.md shows these bytes; the test keeps the document true.
-@Suite struct ProtocolDocTests {
+@Suite(.timeLimit(.minutes(5))) struct ProtocolDocTests {
     struct Echo: Message {
         typealias Reply = String
         var text: String

@@ -2,7 +2,7 @@ import Oscar
 import OscarTestSupport
 import Testing
 
-@Suite struct ReactionTests {
+@Suite(.timeLimit(.minutes(5))) struct ReactionTests {
     let system = ActorSystem(settings: .init(loopCount: 2))
 
     @Test func voidReactionRunsAndAnAskOfItReturnsDone() async throws {
@@ -93,7 +93,7 @@ final class Holder: Reactor {
     }
 }
 
-@Suite struct TellTests {
+@Suite(.timeLimit(.minutes(5))) struct TellTests {
     @Test func aToldMessageRunsResultAndFutureReactionsToo() async throws {
         let system = ActorSystem(settings: .init(loopCount: 1))
         defer { system.shutdown() }

@@ -22,7 +22,7 @@ func greetAda() async throws -> String {
 }
 // README-EXAMPLE-END
 
-@Suite struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeExampleTests {
     @Test func theReadmeExampleRunsAndReadsAsItDoesInTheReadme() async throws {
         #expect(try await greetAda() == "Hello, Ada!")
 

@@ -4,7 +4,7 @@ import Testing
 
 /// The pure producer and consumer over a simulated channel that loses,
 /// duplicates and reorders envelopes and acks, from a fixed seed.
-@Suite struct ReliableDeliveryTests {
+@Suite(.timeLimit(.minutes(5))) struct ReliableDeliveryTests {
     struct Channel {
         var random: SplitMix64
         var loss: Double

@@ -74,7 +74,7 @@ final class Tracked: Reactor {
     }
 }
 
-@Suite struct SystemTests {
+@Suite(.timeLimit(.minutes(5))) struct SystemTests {
     @Test func aNodeIsNamedByItsEndpointWithItsUidOrNone() {
         let me = NodeAddress(host: "127.0.0.1", port: 7001, uid: 42)
         #expect(me.isNamed(by: NodeAddress(host: "127.0.0.1", port: 7001)))
