@@ -42,7 +42,7 @@ final class PoolWorker: Reactor {
     /// Where it runs, read once: work held past its node's shutdown must
     /// not reach for the (freed) system.
     func started(_ context: ActorContext) {
-        port = context.system.node.port
+        port = context.node.port
         path = context.ref.address.path
     }
 
@@ -74,7 +74,8 @@ final class PoolWorker: Reactor {
         started: Tally? = nil
     ) throws -> ClusterNode {
         try ClusterNode(
-            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+            settings: .init(
+                secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
         ) { actors in
             actors.clusterPool("workers", settings) { PoolWorker(gate: gate, started: started) }
         }
@@ -279,7 +280,7 @@ final class CountedSingleton: Reactor {
     var port = 0
     init(census: SingletonCensus) { self.census = census }
     func started(_ context: ActorContext) {
-        port = context.system.node.port
+        port = context.node.port
         census.start()
     }
     func stopped() { census.stop() }
@@ -292,7 +293,8 @@ final class CountedSingleton: Reactor {
 @Suite(.serialized, .timeLimit(.minutes(8))) struct ClusterSingletonTests {
     static func node(seeds: [NodeAddress] = [], census: SingletonCensus) throws -> ClusterNode {
         try ClusterNode(
-            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
+            settings: .init(
+                secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200))
         ) { $0.clusterSingleton("boss") { CountedSingleton(census: census) } }
     }
 
@@ -361,7 +363,8 @@ struct Order: Message {
 /// in both directions and a blackhole.
 @Suite(.serialized, .timeLimit(.minutes(8))) struct ReliableChannelTests {
     @Test func everyAcknowledgedMessageIsProcessedOnceInOrderThroughLossAndABlackhole() async throws {
-        var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 2, membershipTick: .milliseconds(200))
+        var settings = ClusterNode.Settings(
+            secret: "a-long-cluster-secret", loopCount: 2, membershipTick: .milliseconds(200))
         settings.membership.downing = .manual  // the injected faults must not down anyone
         let a = try ClusterNode(settings: settings)
         settings.seeds = [a.address]

@@ -11,8 +11,12 @@ import Synchronization
 /// - At most `capacity` messages wait; beyond that a message is refused
 ///   (a tell becomes a dead letter, an ask fails with `mailboxFull`), never
 ///   accepted and then dropped.
+/// - A reaction that throws is supervised by `supervisor` once it has ended:
+///   the actor resumes, restarts (status `restarting` while it backs off; the
+///   mailbox keeps filling and nothing is handled), or stops. The failed
+///   message itself is never handled again.
 final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
-    enum Status { case idle, running, suspended, stopped }
+    enum Status { case idle, running, suspended, restarting, stopped }
 
     struct RemoteQueue {
         var items: [MailboxEntry] = []
@@ -33,13 +37,18 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     private var stopRequested = false
     private var scheduled = false
     private var watchers: [ActorRef] = []
+    private var supervisor: Supervisor
+    private var restartTimer: LoopTimer?
 
     // MARK: Cross-thread
     private let remote = Mutex(RemoteQueue())
     /// Messages accepted and not yet taken for processing; bounds the mailbox.
     private let queued = Atomic<Int>(0)
-    /// True while a reaction runs or is suspended.
+    /// True while a reaction runs or is suspended, or the actor restarts.
     private let active = Atomic<Bool>(false)
+    /// Set once the actor has stopped and its name is free again; pools
+    /// replace or skip such a routee.
+    private let stoppedForGood = Atomic<Bool>(false)
 
     /// Most reactions nested through direct hand-off on one loop; past it,
     /// messages are queued, so a long chain of idle actors cannot exhaust the stack.
@@ -49,13 +58,14 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     init(
         address: ActorAddress, loop: EventLoop, capacity: Int, system: ActorSystem?,
-        factory: @escaping @Sendable () -> AnyReactorBox
+        supervision: SupervisionStrategy = .default, factory: @escaping @Sendable () -> AnyReactorBox
     ) {
         self.address = address
         self.loop = loop
         self.capacity = capacity
         self.system = system
         self.factory = factory
+        self.supervisor = Supervisor(supervision)
         self.decoder = system?.decoder ?? CBORDecoder()
     }
 
@@ -64,6 +74,9 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     var load: Int { queued.load(ordering: .relaxed) + (active.load(ordering: .relaxed) ? 1 : 0) }
 
     var ref: ActorRef { ActorRef(address: address, target: self) }
+
+    /// True once the actor has stopped for good (readable from any thread).
+    var isTerminated: Bool { stoppedForGood.load(ordering: .acquiring) }
 
     // MARK: - Delivery
 
@@ -159,7 +172,7 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         drainRemote()
         switch status {
         case .stopped: failWaiting()
-        case .running, .suspended: break  // resumes when the reaction ends
+        case .running, .suspended, .restarting: break  // resumes when the reaction or restart ends
         case .idle: processMailbox()
         }
     }
@@ -234,6 +247,7 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     ) {
         switch outcome {
         case .finished: reactionEnded()
+        case .failed: reactionEnded(failed: true)
         case .suspended: status = .suspended
         case nil:
             if manifest() == Identify.manifest {
@@ -245,31 +259,48 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         }
     }
 
-    private func reactionEnded() {
+    private func reactionEnded(failed: Bool = false) {
         status = .idle
         if stopRequested {
             finishStop()
-        } else if local.isEmpty {
+            return
+        }
+        if failed {
+            switch supervisor.onFailure(at: .nanoseconds(Int64(clamping: MonotonicTime.now()))) {
+            case .resume: break
+            case .stop:
+                Log.shared.warning("\(address): stopping after a failed reaction (supervision: stop)")
+                finishStop()
+                return
+            case .restart(let delay):
+                beginRestart(after: delay)
+                return
+            }
+        }
+        if local.isEmpty {
             active.store(false, ordering: .relaxed)
         } else {
             scheduleSelf()
         }
     }
 
-    /// Called by a future reaction's task when it ends.
-    func futureFinished() {
+    /// Called by a future reaction's task when it ends; `failed` when it threw.
+    func futureFinished(failed: Bool = false) {
         if loop.inEventLoop || AfterShutdown.isCurrent {
             // After shutdown the loop is gone and this runs on the one serial
             // after-shutdown queue: nothing else touches the cell.
-            reactionEnded()
-        } else if !loop.execute({ self.futureFinished() }) {
-            AfterShutdown.queue.async { self.reactionEnded() }
+            reactionEnded(failed: failed)
+        } else if !loop.execute({ self.futureFinished(failed: failed) }) {
+            AfterShutdown.queue.async { self.reactionEnded(failed: failed) }
         }
     }
 
+    /// Makes an instance and starts it. After a stop there is no factory, and
+    /// an empty box (no reactions) stands in: nothing is ever handled by it.
     private func start() -> AnyReactorBox {
-        let box = factory!()
-        factory = nil
+        let box = factory?() ?? AnyReactorBox()
+        // A restartable actor keeps its factory for the next fresh instance.
+        if !supervisor.strategy.restarts { factory = nil }
         self.box = box
         if let system { box.start(ActorContext(ref: ref, system: system)) }
         return box
@@ -278,7 +309,39 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// Creates the instance now if it was not yet (used for eager start).
     func startIfNeeded() {
         loop.preconditionInEventLoop()
-        if box == nil, status != .stopped { _ = start() }
+        if box == nil, status != .stopped, status != .restarting { _ = start() }
+    }
+
+    // MARK: - Restarting
+
+    /// Retires the failed instance at once and makes a fresh one after
+    /// `delay`. Messages keep arriving in the mailbox meanwhile; none is lost
+    /// or handled twice, because none is taken while `restarting`.
+    private func beginRestart(after delay: Duration) {
+        status = .restarting
+        box?.stop()
+        box = nil
+        guard loop.inEventLoop else {
+            // After shutdown there is no loop to restart on.
+            finishStop()
+            return
+        }
+        Log.shared.warning("\(address): restarting in \(delay) after a failed reaction (supervision: restart)")
+        restartTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.finishRestart() }
+    }
+
+    private func finishRestart() {
+        restartTimer = nil
+        guard status == .restarting else { return }
+        status = .idle
+        if stopRequested {
+            finishStop()
+            return
+        }
+        _ = start()
+        if local.isEmpty { active.store(false, ordering: .relaxed) }
+        // Drains what other threads sent during the backoff, then handles it.
+        scheduleSelf()
     }
 
     // MARK: - Failures
@@ -299,6 +362,8 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         refuse(manifest: manifest, reply: reply, .decodeFailed("\(manifest): \(error)"))
     }
 
+    /// Fails the ask (or logs the tell) whose reaction threw; the reaction
+    /// then reports `.failed`, and supervision decides what follows.
     func reactionFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         if let reply {
             reply.fail(.handlerFailed(String(describing: error)))
@@ -319,6 +384,10 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         }
         switch status {
         case .idle: finishStop()
+        case .restarting:
+            if let restartTimer { loop.cancelTimer(restartTimer) }
+            restartTimer = nil
+            finishStop()
         case .running, .suspended: stopRequested = true
         case .stopped: break
         }
@@ -336,6 +405,8 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         for watcher in watchers { watcher.tell(terminated) }
         watchers.removeAll()
         system?.unregister(self)
+        // After unregistering: a pool that sees this may reuse the name.
+        stoppedForGood.store(true, ordering: .releasing)
     }
 
     private func failWaiting() {

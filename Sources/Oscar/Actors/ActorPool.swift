@@ -13,6 +13,8 @@ final class ActorPool: MessageTarget {
     let size: Int
     private let makeRoutee: @Sendable (Int) -> ActorCell
     private let routees = Mutex<[ActorCell]>([])
+    /// Set by `stopAll`: from then on the pool creates no routee.
+    private let stopped = Atomic<Bool>(false)
 
     init(address: ActorAddress, size: Int, makeRoutee: @escaping @Sendable (Int) -> ActorCell) {
         precondition(size > 0, "a pool needs at least one actor")
@@ -22,23 +24,37 @@ final class ActorPool: MessageTarget {
     }
 
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        route().deliver(message, reply: reply)
+        guard let cell = route() else {
+            return refuseMessage(reply, manifest: M.manifest, to: address, .stopped(address), in: nil)
+        }
+        cell.deliver(message, reply: reply)
     }
 
     func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
-        route().deliverEncoded(manifest: manifest, payload: payload, reply: reply)
+        guard let cell = route() else {
+            let name = String(decoding: manifest, as: UTF8.self)
+            return refuseMessage(reply, manifest: name, to: address, .stopped(address), in: nil)
+        }
+        cell.deliverEncoded(manifest: manifest, payload: payload, reply: reply)
     }
 
-    /// Picks the routee for the next message (Oscar's rule).
-    func route() -> ActorCell {
-        routees.withLock { cells in
+    /// Picks the routee for the next message (Oscar's rule). A routee that
+    /// stopped (its supervision said so) is replaced in its slot by a fresh
+    /// one under the same name, so the pool never routes to a dead actor.
+    /// Nil once the pool is stopped.
+    func route() -> ActorCell? {
+        routees.withLock { cells -> ActorCell? in
+            guard !stopped.load(ordering: .acquiring) else { return nil }
+            for i in cells.indices where cells[i].isTerminated { cells[i] = makeRoutee(i) }
             if let free = cells.first(where: { $0.load == 0 }) { return free }
-            if cells.count < size {
+            if cells.count < size || cells.isEmpty {
                 let cell = makeRoutee(cells.count)
                 cells.append(cell)
                 return cell
             }
-            return cells.min(by: { $0.load < $1.load })!
+            var least = cells[0]
+            for cell in cells.dropFirst() where cell.load < least.load { least = cell }
+            return least
         }
     }
 
@@ -46,6 +62,7 @@ final class ActorPool: MessageTarget {
     var members: [ActorCell] { routees.withLock { $0 } }
 
     func stopAll() {
+        stopped.store(true, ordering: .releasing)
         for cell in members { cell.stop() }
     }
 }

@@ -94,17 +94,17 @@ public final class ActorSystem: Sendable {
         for provider in builder.providers {
             do {
                 switch provider {
-                case .singleton(let name, let make):
-                    _ = try register(name, loop: loops.next(), make: make)
+                case .singleton(let name, let supervision, let make):
+                    _ = try register(name, loop: loops.next(), supervision: supervision, make: make)
                 case .instance(let name, let box):
                     let cell = try register(name, loop: loops.next(), make: { box.value })
                     cell.loop.execute { cell.startIfNeeded() }
-                case .pool(let name, let size, let make):
-                    _ = try addPool(name, size: size, make: make)
-                case .clusterPool(let name, let poolSettings, let make):
-                    try addClusterPool(name, settings: poolSettings, make: make)
-                case .clusterSingleton(let name, let make):
-                    try addClusterSingleton(name, make: make)
+                case .pool(let name, let size, let supervision, let make):
+                    _ = try addPool(name, size: size, supervision: supervision, make: make)
+                case .clusterPool(let name, let poolSettings, let supervision, let make):
+                    try addClusterPool(name, settings: poolSettings, supervision: supervision, make: make)
+                case .clusterSingleton(let name, let supervision, let make):
+                    try addClusterSingleton(name, supervision: supervision, make: make)
                 }
             } catch {
                 preconditionFailure("invalid actor declaration: \(error)")
@@ -131,12 +131,15 @@ public final class ActorSystem: Sendable {
 
     /// Creates an actor now and starts it on a loop: round-robin, or the loop
     /// of `colocatedWith`, so that the two talk without a thread hop.
+    /// `supervision` says what it does when a reaction throws (see
+    /// `SupervisionStrategy`).
     @discardableResult
     public func spawn<A: Reactor>(
-        _ name: String, colocatedWith neighbour: ActorRef? = nil, _ make: @escaping @Sendable () -> A
+        _ name: String, colocatedWith neighbour: ActorRef? = nil, supervision: SupervisionStrategy = .default,
+        _ make: @escaping @Sendable () -> A
     ) throws(SpawnError) -> ActorRef {
         let loop = (neighbour?.target as? ActorCell)?.loop ?? loops.next()
-        let cell = try register(name, loop: loop, make: { ReactorBox(make()) })
+        let cell = try register(name, loop: loop, supervision: supervision, make: { ReactorBox(make()) })
         cell.loop.execute { cell.startIfNeeded() }
         return cell.ref
     }
@@ -258,13 +261,14 @@ public final class ActorSystem: Sendable {
     }
 
     private func register(
-        _ name: String, loop: EventLoop, make: @escaping @Sendable () -> AnyReactorBox
+        _ name: String, loop: EventLoop, supervision: SupervisionStrategy = .default,
+        make: @escaping @Sendable () -> AnyReactorBox
     ) throws(SpawnError) -> ActorCell {
         guard Self.isValid(name) else { throw .invalidName(name) }
         let path = Self.fullPath(name)
         let cell = ActorCell(
             address: ActorAddress(node: node, path: path), loop: loop, capacity: settings.mailboxCapacity,
-            system: self, factory: make)
+            system: self, supervision: supervision, factory: make)
         try claim([cell.ref])
         return cell
     }
@@ -297,16 +301,20 @@ public final class ActorSystem: Sendable {
     }
 
     private func addPool(
-        _ name: String, size: Int, make: @escaping @Sendable () -> AnyReactorBox
+        _ name: String, size: Int, supervision: SupervisionStrategy, make: @escaping @Sendable () -> AnyReactorBox
     ) throws(SpawnError) -> ActorPool {
         guard Self.isValid(name) else { throw .invalidName(name) }
         let path = Self.fullPath(name)
-        let pool = ActorPool(address: ActorAddress(node: node, path: path), size: size) { [unowned self] index in
-            // A routee name is never taken: the pool's own path is registered first.
-            (try? register("\(path)/\(index)", loop: loops.next(), make: make))
+        let (node, capacity, loops) = (node, settings.mailboxCapacity, loops)
+        let pool = ActorPool(address: ActorAddress(node: node, path: path), size: size) { [weak self] index in
+            // A routee name is free: the pool's own path is registered first,
+            // and a stopped routee frees its name before the pool replaces it.
+            // When the system is going away (or shut down), the routee is an
+            // unregistered cell; shutdown stops it with the pool.
+            (try? self?.register("\(path)/\(index)", loop: loops.next(), supervision: supervision, make: make))
                 ?? ActorCell(
                     address: ActorAddress(node: node, path: "\(path)/\(index)"), loop: loops.next(),
-                    capacity: settings.mailboxCapacity, system: nil, factory: make)
+                    capacity: capacity, system: nil, supervision: supervision, factory: make)
         }
         try claim([ActorRef(address: pool.address, target: pool)]) { $0.pools[path] = pool }
         return pool
@@ -316,23 +324,28 @@ public final class ActorSystem: Sendable {
     /// (created at their first message, so a node that never hosts them
     /// never builds them).
     private func addClusterPool(
-        _ name: String, settings poolSettings: ClusterPoolSettings, make: @escaping @Sendable () -> AnyReactorBox
+        _ name: String, settings poolSettings: ClusterPoolSettings, supervision: SupervisionStrategy,
+        make: @escaping @Sendable () -> AnyReactorBox
     ) throws(SpawnError) {
         guard Self.isValid(name) else { throw .invalidName(name) }
         let path = Self.fullPath(name)
         let router = ClusterPoolRouter(
             address: ActorAddress(node: node, path: path), settings: poolSettings, system: self)
         try claim([ActorRef(address: router.address, target: router)]) { $0.clusterPools.append(router) }
-        for i in 0..<poolSettings.perNode { _ = try register("\(path)/\(i)", loop: loops.next(), make: make) }
+        for i in 0..<poolSettings.perNode {
+            _ = try register("\(path)/\(i)", loop: loops.next(), supervision: supervision, make: make)
+        }
     }
 
     /// The cluster pools declared here, for membership to drive.
     var clusterPools: [ClusterPoolRouter] { registry.withLock { $0.clusterPools } }
 
     /// The proxy at `/user/<name>` and the host at `/user/<name>/instance`.
-    private func addClusterSingleton(_ name: String, make: @escaping @Sendable () -> AnyReactorBox) throws(SpawnError) {
+    private func addClusterSingleton(
+        _ name: String, supervision: SupervisionStrategy, make: @escaping @Sendable () -> AnyReactorBox
+    ) throws(SpawnError) {
         guard Self.isValid(name), !name.hasPrefix("/") else { throw .invalidName(name) }
-        let singleton = ClusterSingleton(name: name, system: self, make: make)
+        let singleton = ClusterSingleton(name: name, system: self, supervision: supervision, make: make)
         try claim([
             ActorRef(address: singleton.proxyAddress, target: singleton.proxy),
             ActorRef(address: singleton.hostAddress, target: singleton.host),

@@ -7,7 +7,9 @@ public enum AskError: Error, Sendable, Hashable, Codable, CustomStringConvertibl
     case actorNotFound(ActorAddress)
     /// The actor has no reaction for this message type.
     case unhandled(manifest: String, ActorAddress)
-    /// The reaction threw; the text is the error's description. The actor keeps serving.
+    /// The reaction threw; the text is the error's description. What the
+    /// actor does next is its `SupervisionStrategy`'s choice (by default it
+    /// keeps serving).
     case handlerFailed(String)
     /// The actor stopped (or its system shut down) before it replied.
     case stopped(ActorAddress)

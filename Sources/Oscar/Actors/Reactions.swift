@@ -35,6 +35,7 @@ public struct Reactions<A: Reactor> {
                 reply?.succeed(Done())
             } catch {
                 cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+                return .failed
             }
             return .finished
         }
@@ -52,6 +53,7 @@ public struct Reactions<A: Reactor> {
                 reply?.succeed(value)
             } catch {
                 cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+                return .failed
             }
             return .finished
         }
@@ -73,10 +75,11 @@ public struct Reactions<A: Reactor> {
                 do {
                     let value = try await job.value.run(message)
                     reply?.succeed(value)
+                    cell.futureFinished()
                 } catch {
                     cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+                    cell.futureFinished(failed: true)
                 }
-                cell.futureFinished()
             }
             return .suspended
         }
@@ -109,7 +112,8 @@ public struct Reactions<A: Reactor> {
     func decodingHandler(for manifest: UnsafeRawBufferPointer) -> DecodingHandler? {
         for i in manifests.indices where manifests[i].count == manifest.count {
             let equal = manifests[i].withUnsafeBytes { mine in
-                manifest.isEmpty || memcmp(mine.baseAddress!, manifest.baseAddress!, manifest.count) == 0
+                guard let a = mine.baseAddress, let b = manifest.baseAddress else { return manifest.isEmpty }
+                return memcmp(a, b, manifest.count) == 0
             }
             if equal { return decodingHandlers[i] }
         }
@@ -125,7 +129,9 @@ public struct Reactions<A: Reactor> {
     }
 }
 
-enum ReactionOutcome { case finished, suspended }
+/// How a reaction ended: `failed` when it threw (its ask has been failed
+/// already, and supervision decides what the actor does next).
+enum ReactionOutcome { case finished, failed, suspended }
 
 /// A running future reaction: holds the instance until the reaction's task ends.
 ///

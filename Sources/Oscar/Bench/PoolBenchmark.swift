@@ -15,7 +15,7 @@ public enum PoolBenchmark {
 
     final class Worker: Reactor {
         var port = 0
-        func started(_ context: ActorContext) { port = context.system.node.port }
+        func started(_ context: ActorContext) { port = context.node.port }
         static func reactions(_ r: inout Reactions<Worker>) { r.on(Job.self, result: { me, _ in me.port }) }
     }
 
@@ -30,7 +30,8 @@ public enum PoolBenchmark {
     ) async throws -> [BenchFigure] {
         func node(_ seeds: [NodeAddress]) throws -> ClusterNode {
             try ClusterNode(
-                settings: .init(secret: "oscar-bench", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200))
+                settings: .init(
+                    secret: "oscar-bench-local-only", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200))
             ) { $0.clusterPool("bench", ClusterPoolSettings(perNode: 2, routing: routing)) { Worker() } }
         }
         let a = try node([])

@@ -85,7 +85,7 @@ public enum ChaosWorkload {
         var node = ""
         init(recorder: ChaosRecorder) { self.recorder = recorder }
         func started(_ context: ActorContext) {
-            node = context.system.node.description
+            node = context.node.description
             recorder.record(.singletonStart)
         }
         func stopped() { recorder.record(.singletonStop) }

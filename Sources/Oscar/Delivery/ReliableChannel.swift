@@ -36,7 +36,7 @@ public final class ReliableConsumer<M: Message>: Reactor {
         try system.spawn(name) { ReliableConsumer<M>(handle: handle) }
     }
 
-    public func started(_ context: ActorContext) { decoder = context.system.decoder }
+    public func started(_ context: ActorContext) { decoder = context.system?.decoder }
 
     public static func reactions(_ r: inout Reactions<ReliableConsumer<M>>) {
         r.on(

@@ -24,7 +24,8 @@ public enum Demo {
         public init(ms: Int) { self.ms = ms }
     }
 
-    /// Adds `by` to the counter.
+    /// Adds `by` to the counter. A sum past `Int`'s range fails the ask with
+    /// `DemoError.overflow` and leaves the count as it was.
     public struct Increment: Message {
         public var by: Int
         public init(by: Int = 1) { self.by = by }
@@ -76,7 +77,7 @@ public enum Demo {
             r.on(Work.self, result: { me, m in WorkDone(id: m.id, node: me.node, worker: me.path) })
         }
         func started(_ context: ActorContext) {
-            node = context.system.node.description
+            node = context.node.description
             path = context.ref.address.path
         }
     }
@@ -92,13 +93,13 @@ public enum Demo {
                     return EchoReply(text: "slept \(m.ms) ms", node: me.node)
                 })
         }
-        func started(_ context: ActorContext) { node = context.system.node.description }
+        func started(_ context: ActorContext) { node = context.node.description }
     }
 
     final class CounterActor: Reactor {
         var count = 0
         static func reactions(_ r: inout Reactions<CounterActor>) {
-            r.on(Increment.self, do: { me, m in me.count += m.by })
+            r.on(Increment.self, do: { me, m in me.count = try DemoError.checkedSum(me.count, m.by) })
             r.on(GetCount.self, result: { me, _ in me.count })
         }
     }
@@ -132,11 +133,12 @@ extension Demo {
 
         /// A greeting naming the node that made it.
         public distributed func greet(_ name: String) -> String {
-            greeted += 1
+            greeted &+= 1
             return "hello, \(name), from \(actorSystem.node.address) (greeting \(greeted))"
         }
 
-        public distributed func add(_ a: Int, _ b: Int) -> Int { a + b }
+        /// `a + b`; a sum past `Int`'s range throws `DemoError.overflow`.
+        public distributed func add(_ a: Int, _ b: Int) throws -> Int { try DemoError.checkedSum(a, b) }
 
         /// Throws for a negative amount, to try errors.
         public distributed func check(_ amount: Int) throws -> Int {
@@ -145,12 +147,26 @@ extension Demo {
         }
     }
 
-    public enum DemoError: Error, Codable, Sendable, CustomStringConvertible {
+    /// Why a demo actor refused a request. Arguments come from whoever sends
+    /// them (the CLI, another node), so every check is a thrown error, never
+    /// a trap: one bad request must not end the node.
+    public enum DemoError: Error, Codable, Sendable, Hashable, CustomStringConvertible {
         case negative(Int)
+        /// `a + b` is outside `Int.min...Int.max`.
+        case overflow(Int, Int)
+
         public var description: String {
             switch self {
             case .negative(let n): "\(n) is negative"
+            case .overflow(let a, let b): "\(a) + \(b) is outside the range of a 64-bit integer"
             }
+        }
+
+        /// `a + b`, or `.overflow` instead of a trap.
+        static func checkedSum(_ a: Int, _ b: Int) throws(DemoError) -> Int {
+            let (sum, overflow) = a.addingReportingOverflow(b)
+            guard !overflow else { throw .overflow(a, b) }
+            return sum
         }
     }
 

@@ -68,12 +68,12 @@ final class DistributedRoutee<A: DistributedActor>: Reactor where A.ActorSystem 
     init(make: @escaping @Sendable (ClusterSystem) -> A) { self.make = make }
 
     func started(_ context: ActorContext) {
-        guard let system = context.system.services.service(ClusterSystem.Slot.self)?.system else {
+        guard let system = context.services.service(ClusterSystem.Slot.self)?.system else {
             return Log.shared.error("\(context.ref.address): a distributed pool needs a ClusterSystem on this node")
         }
         let actor = system.named("\(context.ref.address.path)/actor") { make(system) }
         self.actor = actor
-        target = context.system.ref(for: actor.id)
+        target = context.system?.ref(for: actor.id)
         timeout = system.settings.callTimeout
     }
 

@@ -257,7 +257,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     public func cancelTimer(_ timer: LoopTimer) { disarm(timer) }
 
     static func deadline(after delay: Duration) -> UInt64 {
-        uv_hrtime() &+ UInt64(delay.nanoseconds)
+        // Saturates: a delay past the clock's range is "never", not a deadline
+        // that wrapped into the past.
+        let (deadline, overflow) = uv_hrtime().addingReportingOverflow(UInt64(delay.nanoseconds))
+        return overflow ? .max : deadline
     }
 
     func arm(_ entry: any TimerEntry, deadline: UInt64) {
@@ -286,7 +289,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         guard first.timerDeadline != armedDeadline else { return }
         armedDeadline = first.timerDeadline
         let now = uv_hrtime()
-        let delayMs = first.timerDeadline > now ? (first.timerDeadline - now + 999_999) / 1_000_000 : 0
+        // Rounded up, without overflow for a deadline of "never" (`.max`).
+        let remaining = first.timerDeadline > now ? first.timerDeadline - now : 0
+        let delayMs = remaining / 1_000_000 + (remaining % 1_000_000 == 0 ? 0 : 1)
         uv_update_time(uvLoop)
         uv_timer_start(timerHandle, onTimer, delayMs, 0)
     }

@@ -150,7 +150,7 @@ final class MembershipShell: Reactor {
             case .publish(let event):
                 Log.shared.info("cluster: \(event)")
                 switch event {
-                case .memberRemoved(let m), .memberDowned(let m): context.system.nodeRemoved(m.node)
+                case .memberRemoved(let m), .memberDowned(let m): context.system?.nodeRemoved(m.node)
                 default: break
                 }
                 events.publish(event)
@@ -163,7 +163,7 @@ final class MembershipShell: Reactor {
     }
 
     private func send(_ kind: Wire.Kind, to node: NodeAddress, _ context: ActorContext) {
-        context.system.ref(for: Self.address(of: node)).tell(Wire(kind: kind))
+        context.system?.ref(for: Self.address(of: node)).tell(Wire(kind: kind))
     }
 }
 

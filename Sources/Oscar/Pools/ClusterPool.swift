@@ -57,12 +57,20 @@ public protocol IdempotentMessage: Message {}
 final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
     let address: ActorAddress
     let settings: ClusterPoolSettings
-    private unowned let system: ActorSystem
+    /// Weak, and checked at each use: the system owns this router, and a
+    /// system that deinitialises without `shutdown()` may still route a
+    /// message from a loop while it goes.
+    private weak let system: ActorSystem?
+    /// This node (the system's, kept so routing never needs the system).
+    private let node: NodeAddress
 
     private struct Routee {
         var address: ActorAddress
         var ref: ActorRef
         var local: Bool
+
+        /// A local routee that stopped (its supervision said so).
+        var stopped: Bool { (ref.target as? ActorCell)?.isTerminated ?? false }
     }
 
     private struct State {
@@ -73,7 +81,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         /// Asks in flight per routee, and the trackers per node.
         var inFlight: [ActorAddress: Int] = [:]
         var trackers: [ObjectIdentifier: TrackedReply] = [:]
-        var next = 0
+        var next: UInt = 0
         var random = SplitMix64(seed: 0x05ca_0001)
     }
 
@@ -83,6 +91,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         self.address = address
         self.settings = settings
         self.system = system
+        self.node = system.node
         // Before membership says otherwise (or without a cluster), this node
         // hosts routees, unless the pool wants a role it cannot know yet.
         if settings.role == nil {
@@ -107,7 +116,7 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
                 return []
             case .unreachable(let m), .memberLeft(let m), .memberExited(let m), .memberDowned(let m),
                 .memberRemoved(let m):
-                guard m.uid != system.node.uid || event.isRemoval, s.hosts.removeValue(forKey: m.uid) != nil else {
+                guard m.uid != node.uid || event.isRemoval, s.hosts.removeValue(forKey: m.uid) != nil else {
                     return []
                 }
                 rebuild(&s)
@@ -132,9 +141,10 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         // The first routee of every node, then the second of every node...
         for i in 0..<settings.perNode {
             for host in hosts where out.count < limit {
-                let node = host.uid == system.node.uid ? system.node : host.node
-                let address = ActorAddress(node: node, path: "\(self.address.path)/\(i)")
-                out.append(Routee(address: address, ref: system.ref(for: address), local: host.uid == system.node.uid))
+                let local = host.uid == node.uid
+                let address = ActorAddress(node: local ? node : host.node, path: "\(self.address.path)/\(i)")
+                let ref = system?.ref(for: address) ?? ActorRef(address: address, target: nil)
+                out.append(Routee(address: address, ref: ref, local: local))
             }
         }
         // Local first: ties go to this node.
@@ -190,13 +200,15 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         _ deliver: (any MessageTarget, (any ReplyTarget)?) -> Void
     ) {
         let picked: Routee? = state.withLock { s in
-            let candidates = excluding.map { x in s.routees.filter { $0.address.node.uid != x.node.uid } } ?? s.routees
+            // A local routee its supervision stopped takes no more messages.
+            let live = s.routees.filter { !$0.stopped }
+            let candidates = excluding.map { x in live.filter { $0.address.node.uid != x.node.uid } } ?? live
             return pick(&s, from: candidates, key: key, excluding: excluding)
         }
         guard let routee = picked, let target = routee.ref.target else {
             refuseMessage(
                 reply, manifest: "message", to: address,
-                .nodeUnreachable(excluding?.node ?? system.node, "the pool \(address.path) has no routee"),
+                .nodeUnreachable(excluding?.node ?? node, "the pool \(address.path) has no routee"),
                 in: system)
             return
         }
@@ -217,11 +229,14 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
         switch settings.routing {
         case .roundRobin:
             s.next &+= 1
-            return routees[s.next % routees.count]
+            return routees[Int(s.next % UInt(routees.count))]
         case .random:
             return routees[Int(s.random.next() % UInt64(routees.count))]
-        case .consistentHash where key != nil && excluding == nil:
-            return s.ring.member(for: key!).map { s.routees[$0] }
+        case .consistentHash where excluding == nil && key != nil && routees.count == s.routees.count:
+            // The ring indexes `s.routees`; with a routee left out it would
+            // point past the candidates, so that case routes `leastBusy`.
+            guard let key, let i = s.ring.member(for: key), s.routees.indices.contains(i) else { return routees.first }
+            return s.routees[i]
         case .leastBusy, .consistentHash, .broadcast:
             // A local routee's mailbox says how busy it is, whoever sent to
             // it; of a remote one this router knows its own asks in flight.
@@ -238,11 +253,11 @@ final class ClusterPoolRouter: MessageTarget, @unchecked Sendable {
     /// (this node's first, by the pool's order) and told to the others, so
     /// it has exactly one outcome.
     private func broadcast(_ reply: (any ReplyTarget)?, _ deliver: (any MessageTarget, (any ReplyTarget)?) -> Void) {
-        let all = state.withLock { $0.routees }
+        let all = state.withLock { $0.routees }.filter { !$0.stopped }
         guard let first = all.first else {
             refuseMessage(
                 reply, manifest: "message", to: address,
-                .nodeUnreachable(system.node, "the pool \(address.path) has no routee"), in: system)
+                .nodeUnreachable(node, "the pool \(address.path) has no routee"), in: system)
             return
         }
         for routee in all.dropFirst() { if let target = routee.ref.target { deliver(target, nil) } }

@@ -20,7 +20,13 @@ import Synchronization
 /// crash.
 final class ClusterSingleton: @unchecked Sendable {
     let name: String
-    private unowned let system: ActorSystem
+    /// Weak, and checked at each use: the system owns the singleton, and a
+    /// system that deinitialises without `shutdown()` may still deliver to
+    /// it from a loop while it goes.
+    private weak let system: ActorSystem?
+    /// This node (the system's, kept so that addresses never need the system).
+    private let node: NodeAddress
+    private let supervision: SupervisionStrategy
     private let make: @Sendable () -> AnyReactorBox
     /// Messages held while no instance can take them. Default 1,000.
     static let bufferLimit = 1_000
@@ -46,12 +52,17 @@ final class ClusterSingleton: @unchecked Sendable {
     private(set) lazy var host = Entry(singleton: self, address: hostAddress, role: .host)
     private(set) lazy var proxy = Entry(singleton: self, address: proxyAddress, role: .proxy)
 
-    var hostAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)/instance") }
-    var proxyAddress: ActorAddress { ActorAddress(node: system.node, path: "/user/\(name)") }
+    var hostAddress: ActorAddress { ActorAddress(node: node, path: "/user/\(name)/instance") }
+    var proxyAddress: ActorAddress { ActorAddress(node: node, path: "/user/\(name)") }
 
-    init(name: String, system: ActorSystem, make: @escaping @Sendable () -> AnyReactorBox) {
+    init(
+        name: String, system: ActorSystem, supervision: SupervisionStrategy = .default,
+        make: @escaping @Sendable () -> AnyReactorBox
+    ) {
         self.name = name
         self.system = system
+        self.node = system.node
+        self.supervision = supervision
         self.make = make
     }
 
@@ -78,7 +89,7 @@ final class ClusterSingleton: @unchecked Sendable {
             case .memberJoined, .leaderChanged: break
             }
         }
-        let me = system.node.uid
+        let me = node.uid
         let leaving = state.withLock { s in s.members[me].map { $0.status != .up } ?? false }
         if leaving { deactivate() } else { activateIfOldest() }
         flushProxy()
@@ -92,9 +103,10 @@ final class ClusterSingleton: @unchecked Sendable {
     }
 
     private func activateIfOldest() {
+        guard let system else { return }
         let (cell, held): (ActorCell?, [Held]) = state.withLock { s in
             guard s.active == nil else { return (nil, []) }
-            let me = system.node.uid
+            let me = node.uid
             if s.clusterAware {
                 guard let mine = s.members[me], mine.status == .up, oldest(s)?.uid == me else { return (nil, []) }
                 // Every member older than this one must be gone, not merely leaving or unreachable.
@@ -103,7 +115,7 @@ final class ClusterSingleton: @unchecked Sendable {
             }
             let cell = ActorCell(
                 address: hostAddress, loop: system.loops.next(), capacity: system.settings.mailboxCapacity,
-                system: system, factory: make)
+                system: system, supervision: supervision, factory: make)
             s.active = cell
             defer { s.held.removeAll() }
             return (cell, s.held)
@@ -129,13 +141,13 @@ final class ClusterSingleton: @unchecked Sendable {
         state.withLock { s in
             guard s.clusterAware else { return hostAddress }
             return oldest(s).map { m in
-                ActorAddress(node: m.uid == system.node.uid ? system.node : m.node, path: "/user/\(name)/instance")
+                ActorAddress(node: m.uid == node.uid ? node : m.node, path: "/user/\(name)/instance")
             }
         }
     }
 
     private func flushProxy() {
-        guard let host = currentHost(), let target = system.ref(for: host).target else { return }
+        guard let system, let host = currentHost(), let target = system.ref(for: host).target else { return }
         let held = state.withLock { s in
             defer { s.proxyHeld.removeAll() }
             return s.proxyHeld
@@ -147,6 +159,7 @@ final class ClusterSingleton: @unchecked Sendable {
 
     /// Holds a message in `buffer`, or refuses it when the buffer is full.
     private func hold(_ h: Held, inProxy: Bool) {
+        guard let system else { return h.refuse(.stopped(inProxy ? proxyAddress : hostAddress)) }
         // A timeout is armed on a loop's own thread; the sender may be on
         // another loop or on none (a task on the global executor).
         let loop = system.loops.next()
@@ -170,7 +183,7 @@ final class ClusterSingleton: @unchecked Sendable {
 
     fileprivate func proxyDeliver(_ h: Held) {
         if !state.withLock({ $0.clusterAware }) { activateIfOldest() }
-        guard let host = currentHost(), let target = system.ref(for: host).target else {
+        guard let host = currentHost(), let target = system?.ref(for: host).target else {
             hold(h, inProxy: true)
             return
         }
@@ -184,7 +197,7 @@ final class ClusterSingleton: @unchecked Sendable {
         }
         // Handed over (or not yet started): pass it to the member now
         // oldest when that is another one, else hold it.
-        if let host = currentHost(), host.node.uid != system.node.uid, let target = system.ref(for: host).target {
+        if let host = currentHost(), host.node.uid != node.uid, let target = system?.ref(for: host).target {
             h.replay(target)
             return
         }
@@ -233,7 +246,7 @@ final class ClusterSingleton: @unchecked Sendable {
 
 extension ClusterSingleton.Held {
     static func typed<M: Message>(
-        _ message: M, _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem
+        _ message: M, _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem?
     ) -> Self {
         let reply = reply.map(PinnedReply.pinning)
         return Self(
@@ -244,7 +257,8 @@ extension ClusterSingleton.Held {
     }
 
     static func encoded(
-        _ manifest: [UInt8], _ payload: [UInt8], _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem
+        _ manifest: [UInt8], _ payload: [UInt8], _ reply: (any ReplyTarget)?, address: ActorAddress,
+        system: ActorSystem?
     ) -> Self {
         let reply = reply.map(PinnedReply.pinning)
         return Self(

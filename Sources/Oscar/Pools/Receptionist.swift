@@ -54,7 +54,7 @@ final class ReceptionistListings: Sendable {
     func subscribe(_ key: String) -> AsyncStream<Set<ActorRef>> {
         let (stream, continuation) = AsyncStream<Set<ActorRef>>.makeStream()
         let (id, now) = state.withLock { s -> (Int, Set<ActorRef>) in
-            s.next += 1
+            s.next &+= 1
             s.subscribers[key, default: [:]][s.next] = continuation
             return (s.next, s.listings[key] ?? [])
         }
@@ -147,7 +147,7 @@ final class ReceptionistActor: Reactor {
         r.on(
             Entries.self,
             do: { me, m in
-                guard m.node.uid != me.context?.system.node.uid, me.members[m.node.uid] != nil,
+                guard m.node.uid != me.context?.node.uid, me.members[m.node.uid] != nil,
                     m.version > me.others[m.node.uid]?.version ?? -1
                 else { return }
                 me.others[m.node.uid] = m
@@ -156,7 +156,7 @@ final class ReceptionistActor: Reactor {
         r.on(
             MemberChanged.self,
             do: { me, m in
-                guard m.member.uid != me.context?.system.node.uid else { return }
+                guard m.member.uid != me.context?.node.uid else { return }
                 if m.up {
                     me.members[m.member.uid] = m.member
                     me.send(to: m.member)
@@ -188,25 +188,28 @@ final class ReceptionistActor: Reactor {
     }
 
     private func changed() {
-        version += 1
+        version &+= 1
         publish()
         pushAll()
     }
 
     private func pushAll() { for node in members.values { send(to: node) } }
 
+    /// Every use of the system is checked: when it is going away (it
+    /// deinitialises without `shutdown()`) there is no one left to tell.
     private func send(to node: NodeAddress) {
-        guard let context else { return }
-        let entries = Entries(node: context.system.node, version: version, entries: mine.mapValues { Array($0) })
-        context.system.ref(for: ActorAddress(node: node, path: Self.path)).tell(entries)
+        guard let context, let system = context.system else { return }
+        let entries = Entries(node: context.node, version: version, entries: mine.mapValues { Array($0) })
+        system.ref(for: ActorAddress(node: node, path: Self.path)).tell(entries)
     }
 
     private func publish() {
         var all = mine
+        let system = context?.system
         for entries in others.values {
             for (key, refs) in entries.entries {
                 // Refs decoded from another node resolve to remote refs here.
-                all[key, default: []].formUnion(refs.map { context?.system.ref(for: $0.address) ?? $0 })
+                all[key, default: []].formUnion(refs.map { system?.ref(for: $0.address) ?? $0 })
             }
         }
         listings.update(all.filter { !$0.value.isEmpty })

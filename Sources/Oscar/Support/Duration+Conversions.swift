@@ -6,10 +6,12 @@ extension Duration {
     }
 
     /// The duration in whole nanoseconds; negative durations count as zero
-    /// (every caller uses it for a delay or a period).
+    /// and durations past about 292 years as `Int64.max` (every caller uses
+    /// it for a delay or a period, some of them typed by a user).
     public var nanoseconds: Int64 {
         let (s, atto) = components
-        return max(0, s) &* 1_000_000_000 &+ max(0, atto) / 1_000_000_000
+        guard s < Int64.max / 1_000_000_000 else { return .max }
+        return max(0, s) * 1_000_000_000 + max(0, atto) / 1_000_000_000
     }
 }
 
@@ -21,7 +23,9 @@ public enum DurationText {
         // Longer suffixes first: "500ms" also ends in "s".
         let units: [(String, Double)] = [("us", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60), ("", 1)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
-            if let v = Double(text.dropLast(suffix.count)), v >= 0, v.isFinite {
+            // Past about 292 years a duration no longer fits in nanoseconds:
+            // refused like any other text that is not a duration.
+            if let v = Double(text.dropLast(suffix.count)), v >= 0, v * scale * 1e9 < 9.2e18 {
                 return .nanoseconds(Int64(v * scale * 1e9))
             }
         }
