@@ -47,6 +47,26 @@ struct FileStream {
         return names
     }
 
+    /// A file as UTF-8 text, read to at most `limit` bytes: a larger file,
+    /// or one that never ends (`/dev/zero`), is refused with a usage error
+    /// that says so, after reading `limit + 1` bytes, not for ever.
+    static func read(_ path: String, atMost limit: Int) throws(CLIError) -> String {
+        guard let file = fopen(path, "rb") else {
+            throw .usage("cannot read '\(path)': \(String(cString: strerror(errno)))")
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count <= limit {
+            let n = fread(&chunk, 1, min(chunk.count, limit + 1 - bytes.count), file)
+            if n == 0 { break }
+            bytes += chunk[..<n]
+        }
+        guard ferror(file) == 0 else { throw .usage("cannot read '\(path)': \(String(cString: strerror(errno)))") }
+        guard bytes.count <= limit else { throw .usage("'\(path)' is larger than the maximum of \(limit) bytes") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// A whole (small) file as UTF-8 text; nil when it cannot be read.
     static func readAll(_ path: String) -> String? {
         guard let file = fopen(path, "rb") else { return nil }

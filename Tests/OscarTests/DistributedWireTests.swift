@@ -44,13 +44,79 @@ import Testing
         var decoder = try ClusterInvocationDecoder(call: try Self.call(), decoder: CBORDecoder())
         #expect(try decoder.decodeNextArgument() as Point == Point(x: 1, label: "a"))
         #expect(try decoder.decodeNextArgument() as String == "second")
-        #expect(throws: AskError.self) { _ = try decoder.decodeNextArgument() as String }
+        // Failures the runtime passes on as thrown: answered as decodeFailed, not as an outcome.
+        #expect(Self.notStarted { _ = try decoder.decodeNextArgument() as String })
 
         var wrongType = try ClusterInvocationDecoder(call: try Self.call(), decoder: CBORDecoder())
-        #expect(throws: AskError.self) { _ = try wrongType.decodeNextArgument() as Int }
+        #expect(Self.notStarted { _ = try wrongType.decodeNextArgument() as Int })
+
+        // An indefinite-length array of arguments reads the same.
+        var indefinite = try Self.call()
+        indefinite.arguments.bytes[0] = 0x9f
+        indefinite.arguments.bytes.append(0xff)
+        var reader = try ClusterInvocationDecoder(call: indefinite, decoder: CBORDecoder())
+        #expect(reader.count == 2)
+        #expect(try reader.decodeNextArgument() as Point == Point(x: 1, label: "a"))
+        #expect(try reader.decodeNextArgument() as String == "second")
 
         let notAnArray = DistributedCall(target: "f", arguments: RawCBOR(bytes: [0x01]))
         #expect(throws: CBORError.self) { _ = try ClusterInvocationDecoder(call: notAnArray, decoder: CBORDecoder()) }
+    }
+
+    /// True when `body` throws a `decodeFailed` that stops the call.
+    static func notStarted(_ body: () throws -> Void) -> Bool {
+        do {
+            try body()
+            return false
+        } catch let error as CallNotStarted {
+            if case .decodeFailed = error.failure { return true }
+            return false
+        } catch {
+            return false
+        }
+    }
+
+    /// Decoders accept definite and indefinite lengths anywhere in a call:
+    /// every mix of them reads as the same call.
+    @Test func callsOfAnyMixOfDefiniteAndIndefiniteLengthsReadTheSame() throws {
+        let call = try Self.call()
+        var rng = SeededRandom(seed: 0x1DEF)
+        for _ in 0..<500 {
+            var bytes: [UInt8] = []
+            let outer = Bool.random(using: &rng)
+            bytes += outer ? [0x9f] : [0x83]
+            bytes += CBORValidityTests.encodeText(call.target, &rng)
+            let generics = ["Si", "SS"].prefix(Int.random(in: 0...2, using: &rng))
+            let list = Bool.random(using: &rng)
+            bytes += list ? [0x9f] : [0x80 | UInt8(generics.count)]
+            for name in generics { bytes += CBORValidityTests.encodeText(name, &rng) }
+            if list { bytes.append(0xff) }
+            let arguments = Bool.random(using: &rng)
+            bytes += arguments ? [0x9f] : [0x82]
+            bytes += try CBOREncoder().encode(Point(x: 1, label: "a")) + (try CBOREncoder().encode("second"))
+            if arguments { bytes.append(0xff) }
+            if outer { bytes.append(0xff) }
+            for read in [
+                try CBORDecoder().decode(DistributedCall.self, from: bytes),
+                try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
+            ] {
+                #expect(read.target == call.target && read.generics == Array(generics))
+                var decoder = try ClusterInvocationDecoder(call: read, decoder: CBORDecoder())
+                #expect(decoder.count == 2)
+                #expect(try decoder.decodeNextArgument() as Point == Point(x: 1, label: "a"))
+                #expect(try decoder.decodeNextArgument() as String == "second")
+            }
+            // A fourth item, or a missing break, is still refused.
+            if outer {
+                let extra = Array(bytes.dropLast()) + [0x00, 0xff]
+                #expect(throws: CBORError.self) {
+                    try extra.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                }
+                #expect(throws: CBORError.self) {
+                    try Array(bytes.dropLast()).withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                }
+            }
+        }
     }
 
     @Test func outcomesAreATagAndTheValueItself() throws {

@@ -23,6 +23,10 @@ import Testing
             try e.encode(Data(repeating: 7, count: 40)),
             Hex.bytes("9f018202039f0405ffff"),
             Hex.bytes("bf6346756ef563416d7421ff"),
+            // Keys chunked, in long heads, and repeated; text in chunks.
+            Hex.bytes("a3646e616d6563416461657461677381617f6161ff01"),
+            Hex.bytes("bf646e616d657f61416164ff78046e616d6500ff"),
+            try e.encode(DistributedCall(target: "greet", arguments: RawCBOR(bytes: [0x82, 0x61, 0x78, 0x01]))),
         ]
     }
 
@@ -96,5 +100,30 @@ import Testing
         }
         #expect(frames > 10_000)
         #expect(errors > 1_000)
+    }
+
+    /// JSON text from the CLI and config files: random bytes and mutations
+    /// of valid documents are read or refused with `JSONBridge.Failure`.
+    @Test func jsonReaderOnlyEverThrowsTypedErrors() async throws {
+        var rng = SeededRandom(seed: 0x0_15_0E)
+        let corpus = [
+            #"{"port": 7100, "roles": ["a", "b\u00e9"], "seeds": null, "x": [1.5e3, -0, true, {}]}"#,
+            #"[[[{"k": "\ud83c\udf89\n\"", "j": -18446744073709551616}]]]"#,
+        ].map { Array($0.utf8) }
+        var read = 0
+        for i in 0..<Self.iterations / 4 {
+            if i % 1_000 == 0 { await Task.yield() }
+            let input: [UInt8] =
+                i % 4 == 0
+                ? (0..<Int.random(in: 0..<32, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
+                : Self.mutate(corpus[i % corpus.count], &rng)
+            do throws(JSONBridge.Failure) {
+                _ = try JSONBridge.cbor(fromJSON: String(decoding: input, as: UTF8.self))
+                read += 1
+            } catch {
+                // Typed by the signature; reaching here is the point.
+            }
+        }
+        #expect(read > 100)
     }
 }

@@ -20,6 +20,10 @@ struct DistributedCall: Message {
     var generics: [String] = []
     /// The arguments: one CBOR array, each argument an item of it.
     var arguments = RawCBOR(bytes: [0x80])
+    /// The depth of the arguments' array in the payload the call was read
+    /// from (`CBORReader.maxDepth`): 1 in a call's own payload, deeper in a
+    /// virtual call's. Not sent; an argument is decoded one level deeper.
+    var argumentsDepth = 1
 }
 
 /// A call is an array on the wire, `[target, generics, [argument, ...]]`,
@@ -36,7 +40,7 @@ extension DistributedCall {
             return
         }
         var r = cbor.reader(at: cbor.position)
-        self = try Self.read(&r, knownTarget: nil)
+        self = try Self.read(&r, depth: cbor.depth, knownTarget: nil)
         cbor.readItem = (cbor.position, r.position)
     }
 
@@ -45,50 +49,77 @@ extension DistributedCall {
     /// actor was called with), that string is used rather than a new one.
     init(cbor payload: UnsafeRawBufferPointer, knownTarget: String?) throws(CBORError) {
         var r = CBORReader(payload)
-        self = try Self.read(&r, knownTarget: knownTarget)
+        self = try Self.read(&r, depth: 0, knownTarget: knownTarget)
         guard r.isAtEnd else { throw .malformed("trailing bytes after the call", at: r.position) }
     }
 
-    /// Reads a call in one pass, without a container per level.
-    private static func read(_ r: inout CBORReader, knownTarget: String?) throws(CBORError) -> DistributedCall {
+    /// Reads a call, an item at `depth`, in one pass, without a container
+    /// per level. Definite and indefinite lengths are both read, as
+    /// everywhere in a payload.
+    private static func read(
+        _ r: inout CBORReader, depth: Int, knownTarget: String?
+    ) throws(CBORError)
+        -> DistributedCall
+    {
+        try CBORReader.check(depth: depth)
         let start = r.position
         let head = try r.head()
-        guard head.major == 4, head.argument == 3, !head.isIndefinite else {
+        guard head.major == 4, head.isIndefinite || head.argument == 3 else {
             throw .malformed("a distributed call is an array of 3 items", at: start)
         }
-        let targetBytes = try textBytes(&r)
-        var target: String
-        if let knownTarget, targetBytes.isUTF8(of: knownTarget) {
-            target = knownTarget
-        } else {
-            guard let text = CBORDecoding.SingleValue.validText(targetBytes) else {
-                throw .malformed("the call's target is not UTF-8", at: start)
-            }
-            target = text
-        }
+        try CBORReader.check(depth: depth + 1)
+        let target = try Self.target(&r, knownTarget: knownTarget)
+        let listStart = r.position
         let list = try r.head()
-        guard list.major == 4, !list.isIndefinite else {
-            throw .malformed("a call's generic substitutions are not an array", at: r.position)
+        guard list.major == 4 else {
+            throw .malformed("a call's generic substitutions are not an array", at: listStart)
         }
         var generics: [String] = []
-        for _ in 0..<(try r.checkedLength(list)) {
-            guard let name = CBORDecoding.SingleValue.validText(try textBytes(&r)) else {
-                throw .malformed("a generic substitution is not UTF-8", at: r.position)
+        if list.isIndefinite {
+            while !(try r.consumeBreak()) {
+                try CBORReader.check(depth: depth + 2)
+                generics.append(try text(&r))
             }
-            generics.append(name)
+        } else {
+            let count = try r.checkedLength(list)
+            if count > 0 { try CBORReader.check(depth: depth + 2) }
+            for _ in 0..<count { generics.append(try text(&r)) }
         }
         let argumentsStart = r.position
         guard try r.peek() >> 5 == 4 else { throw .malformed("a call's arguments are not an array", at: r.position) }
-        try r.skipItem()
+        try r.skipItem(depth: depth + 1)
+        let argumentsEnd = r.position
+        if head.isIndefinite, !(try r.consumeBreak()) {
+            throw .malformed("a distributed call is an array of 3 items", at: r.position)
+        }
         return DistributedCall(
-            target: target, generics: generics, arguments: RawCBOR(bytes: Array(r.bytes[argumentsStart..<r.position])))
+            target: target, generics: generics,
+            arguments: RawCBOR(bytes: Array(r.bytes[argumentsStart..<argumentsEnd])),
+            argumentsDepth: depth + 1)
     }
 
-    /// The bytes of a definite-length text string.
-    private static func textBytes(_ r: inout CBORReader) throws(CBORError) -> UnsafeRawBufferPointer {
+    /// The call's target. When it is a definite-length text equal to
+    /// `knownTarget` (the last one this actor was called with), that string
+    /// is used rather than a new one.
+    private static func target(_ r: inout CBORReader, knownTarget: String?) throws(CBORError) -> String {
+        let start = r.position
         let head = try r.head()
-        guard head.major == 3, !head.isIndefinite else { throw .malformed("expected a text string", at: r.position) }
-        return try r.stringBytes(head)
+        guard head.major == 3 else { throw .malformed("the call's target is not a text string", at: start) }
+        guard !head.isIndefinite, let knownTarget else { return try r.wholeText(head, start: start) }
+        let bytes = try r.stringBytes(head)
+        if bytes.isUTF8(of: knownTarget) { return knownTarget }
+        guard let text = CBORDecoding.SingleValue.validText(bytes) else {
+            throw .malformed("the call's target is not UTF-8", at: start)
+        }
+        return text
+    }
+
+    /// A text string, definite or indefinite.
+    private static func text(_ r: inout CBORReader) throws(CBORError) -> String {
+        let start = r.position
+        let head = try r.head()
+        guard head.major == 3 else { throw .malformed("expected a text string", at: start) }
+        return try r.wholeText(head, start: start)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -148,7 +179,7 @@ enum DistributedOutcome<Value: Codable>: Codable {
             if head.major == 4, !head.isIndefinite, head.argument == 2 || head.argument == 1 {
                 let tag = try r.head()
                 if tag.major == 0, tag.argument == 0, head.argument == 2 {
-                    let value = try cbor.decodeValue(Value.self, at: r.position)
+                    let value = try cbor.decodeValue(Value.self, at: r.position, depth: cbor.depth + 1)
                     if let end = cbor.knownEnd(at: r.position) { cbor.readItem = (start, end) }
                     self = .value(value)
                     return

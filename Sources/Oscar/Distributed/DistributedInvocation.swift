@@ -61,8 +61,11 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
     private var next = 0
     /// Where the next argument starts in `call.arguments`.
     private var position = 0
-    private var count = 0
+    /// How many arguments the call carries.
+    private(set) var count = 0
 
+    /// Reads the head of the call's arguments (of definite or indefinite
+    /// length: the items of an indefinite one are counted here).
     init(call: DistributedCall, decoder: CBORDecoder) throws(CBORError) {
         self.call = call
         self.decoder = decoder
@@ -70,10 +73,15 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
             Result { () throws(CBORError) in
                 var r = CBORReader(raw)
                 let head = try r.head()
-                guard head.major == 4, !head.isIndefinite else {
-                    throw .malformed("the arguments are not an array of definite length", at: 0)
+                guard head.major == 4 else { throw .malformed("the arguments are not an array", at: 0) }
+                let first = r.position
+                if !head.isIndefinite { return (try r.checkedLength(head), first) }
+                var count = 0
+                while !(try r.consumeBreak()) {
+                    try r.skipItem(depth: call.argumentsDepth + 1)
+                    count += 1
                 }
-                return (try r.checkedLength(head), r.position)
+                return (count, first)
             }
         }
         (count, position) = try head.get()
@@ -82,7 +90,7 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
     public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
         try call.generics.map { name in
             guard let type = TypeNames.type(named: name) else {
-                throw RemoteCallError(typeName: name, message: "is not a type this node knows", value: nil)
+                throw CallNotStarted(.decodeFailed("the generic substitution \(name) is not a type this node knows"))
             }
             return type
         }
@@ -90,18 +98,22 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
 
     public mutating func decodeNextArgument<Argument: Codable>() throws -> Argument {
         guard next < count else {
-            throw AskError.decodeFailed("the call to \(call.target) has \(count) arguments; more were read")
+            throw CallNotStarted(
+                .decodeFailed("the call to \(call.target) has \(count) arguments; more were read"))
         }
         next += 1
         do {
             // Generic code that runs unspecialized: no tuple or Result of
             // `Argument`, whose metadata would be looked up on every call.
             return try call.arguments.bytes.withUnsafeBytes { bytes in
-                try decoder.decode(Argument.self, from: bytes, itemAt: position, end: &position)
+                try decoder.decode(
+                    Argument.self, from: bytes, itemAt: position, depth: call.argumentsDepth + 1, end: &position)
             }
         } catch {
-            throw AskError.decodeFailed(
-                "argument \(next) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
+            throw CallNotStarted(
+                .decodeFailed(
+                    "argument \(next) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
+            )
         }
     }
 
@@ -128,9 +140,27 @@ public struct ClusterResultHandler: DistributedTargetInvocationResultHandler {
     public func onThrow<Err: Error>(error: Err) async throws {
         // The dynamic type: `Err` is often just `any Error`.
         let thrown: any Error = error
+        // The runtime reports an argument that did not decode here too: the
+        // function did not run, so the caller gets a failure, not an outcome.
+        if let notStarted = thrown as? CallNotStarted {
+            reply?.fail(notStarted.failure)
+            return
+        }
         let value = (thrown as? any Encodable).flatMap { try? CBOREncoder().encode($0) }.map(RawCBOR.init)
         reply?.succeed(
             DistributedOutcome<Done>.error(
                 type: String(reflecting: type(of: thrown)), message: "\(thrown)", value: value))
     }
+}
+
+/// A call whose arguments do not fit its function: an argument that does
+/// not decode as its parameter's type, or a generic substitution this node
+/// does not know. Thrown where the runtime reads the arguments, before the
+/// function runs, and answered with a failure frame carrying `failure`
+/// (docs/PROTOCOL.md, "Distributed calls"), never with an outcome, which
+/// would say the function threw.
+struct CallNotStarted: Error, CustomStringConvertible {
+    let failure: AskError
+    init(_ failure: AskError) { self.failure = failure }
+    var description: String { "\(failure)" }
 }

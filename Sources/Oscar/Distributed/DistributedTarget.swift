@@ -110,14 +110,24 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
             }
         }
         let target = call.target
-        let execution: CallExecution
+        let decoder: ClusterInvocationDecoder
         do {
-            execution = CallExecution(
-                target: target, plan: plan(for: target, last: last), actor: actor,
-                decoder: try ClusterInvocationDecoder(call: call, decoder: argumentDecoder), reply: reply, loop: loop)
+            decoder = try ClusterInvocationDecoder(call: call, decoder: argumentDecoder)
         } catch {
             return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
         }
+        let plan = plan(for: target, last: last)
+        // Checked before the function runs: the runtime reads only as many
+        // arguments as there are parameters, and would ignore the rest.
+        if let parameters = plan.parameterCount, parameters != decoder.count {
+            return refuse(
+                reply, DistributedCall.manifest,
+                .decodeFailed(
+                    "\(CallableFunctions.signature(of: target)) takes \(parameters) arguments; the call has \(decoder.count)"
+                ))
+        }
+        let execution = CallExecution(
+            target: target, plan: plan, actor: actor, decoder: decoder, reply: reply, loop: loop)
         // The task captures one object: its context is that object, not a box.
         Task(executorPreference: loop.taskExecutor) { await execution.run() }
     }
@@ -151,6 +161,8 @@ private final class CallExecution: @unchecked Sendable {
         do {
             try await TargetExecution.execute(
                 target, plan, on: actor, decoder: &decoder, handler: ClusterResultHandler(reply: reply))
+        } catch let notStarted as CallNotStarted {
+            reply?.fail(notStarted.failure)
         } catch {
             reply?.fail(.handlerFailed("\(target) on \(actor.id): \(error)"))
         }

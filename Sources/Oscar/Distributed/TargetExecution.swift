@@ -27,6 +27,8 @@ enum TargetExecution {
         let name: UnsafeMutableBufferPointer<UInt8>
         /// The parameter types, in order (at least one slot, never nil).
         let argumentTypes: UnsafeMutableBufferPointer<Any.Type>
+        /// How many parameters the function takes.
+        let parameterCount: Int
         /// How to hand the returned value to the result handler; nil for
         /// a function that returns nothing.
         let result: (any ResultSlot.Type)?
@@ -54,7 +56,17 @@ enum TargetExecution {
         case direct(Signature)
         /// Generic, unknown here, or a signature the runtime would not
         /// read: the library's path (which also reports what is wrong).
-        case library
+        /// `parameters` is the function's parameter count, when this
+        /// program has the function.
+        case library(parameters: Int?)
+
+        /// How many arguments a call must carry; nil when not known here.
+        var parameterCount: Int? {
+            switch self {
+            case .direct(let signature): signature.parameterCount
+            case .library(let parameters): parameters
+            }
+        }
     }
 
     private static let plans = Mutex<[String: Plan]>([:])
@@ -62,8 +74,11 @@ enum TargetExecution {
     /// The plan for `target`, read once per function this program has.
     static func plan(for target: String) -> Plan {
         if let known = plans.withLock({ $0[target] }) { return known }
-        guard let function = CallableFunctions.function(identifier: target) else { return .library }
-        let plan = function.isGeneric ? Plan.library : read(target).map(Plan.direct) ?? .library
+        // Names that are not this program's functions are not looked up (nor
+        // kept): they come from the network.
+        guard let function = CallableFunctions.function(identifier: target) else { return .library(parameters: nil) }
+        let library = Plan.library(parameters: parameterCount(of: target))
+        let plan = function.isGeneric ? library : read(target).map(Plan.direct) ?? library
         plans.withLock { $0[target] = plan }
         return plan
     }
@@ -104,6 +119,7 @@ enum TargetExecution {
 
     /// Reads a non-generic function's parameter and return types.
     private static func read(_ target: String) -> Signature? {
+        guard !target.isEmpty else { return nil }  // an empty name is no function, and has no bytes to point at
         let name = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: target.utf8.count)
         _ = name.initialize(from: target.utf8)
         let length = UInt(name.count)
@@ -127,10 +143,20 @@ enum TargetExecution {
             types.deallocate()
             return nil
         }
-        return Signature(name: name, argumentTypes: types, result: result)
+        return Signature(name: name, argumentTypes: types, parameterCount: Int(count), result: result)
     }
 
     private static func slot<R: Codable>(for type: R.Type) -> any ResultSlot.Type { Returned<R>.self }
+
+    /// The parameter count of a function of this program, from its
+    /// mangled name; nil if the runtime cannot read it.
+    private static func parameterCount(of target: String) -> Int? {
+        var name = target
+        let count = name.withUTF8 { utf8 in
+            utf8.isEmpty ? -1 : __getParameterCount(utf8.baseAddress!, UInt(utf8.count))
+        }
+        return count >= 0 ? Int(count) : nil
+    }
 }
 
 /// The runtime's executor of distributed targets, which the Distributed

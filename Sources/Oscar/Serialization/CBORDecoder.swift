@@ -4,7 +4,8 @@ import Foundation
 ///
 /// Unknown map keys are skipped, missing optional keys decode as nil, and both
 /// definite and indefinite lengths are read. Every length is checked against
-/// the bytes left, nesting is limited, and a failure is a `CBORError`: bytes
+/// the bytes left, nesting is limited (`CBORReader.maxDepth`), a decoded map
+/// with two equal keys is refused, and a failure is a `CBORError`: bytes
 /// from the network never trap the decoder.
 public struct CBORDecoder: Sendable {
     /// Made available to `init(from:)` as `decoder.userInfo`; `ActorRef`
@@ -67,26 +68,29 @@ public struct CBORDecoder: Sendable {
 
     /// Decodes the item at `offset` of `bytes`, one of several in a row (a
     /// distributed call's arguments), and sets `end` to where it ends:
-    /// where the next one starts.
+    /// where the next one starts. `depth` is the item's depth in the
+    /// payload it is part of (`CBORReader.maxDepth`).
     func decode<T: Decodable>(
-        _ type: T.Type, from bytes: UnsafeRawBufferPointer, itemAt offset: Int, end: inout Int
+        _ type: T.Type, from bytes: UnsafeRawBufferPointer, itemAt offset: Int, depth: Int = 0, end: inout Int
     ) throws(CBORError) -> T {
         if let reusable, !reusable.busy {
             reusable.busy = true  // a decode within this one gets its own object
             defer { reusable.busy = false }
-            return try decodeItem(type, at: offset, of: bytes, using: reusable.decoding, end: &end)
+            return try decodeItem(type, at: offset, of: bytes, using: reusable.decoding, depth: depth, end: &end)
         }
-        return try decodeItem(type, at: offset, of: bytes, using: CBORDecoding(bytes, userInfo: userInfo), end: &end)
+        return try decodeItem(
+            type, at: offset, of: bytes, using: CBORDecoding(bytes, userInfo: userInfo), depth: depth, end: &end)
     }
 
     private func decodeItem<T: Decodable>(
         _ type: T.Type, at offset: Int, of bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding,
-        end: inout Int
+        depth: Int = 0, end: inout Int
     ) throws(CBORError) -> T {
         decoding.reset(bytes)
         do {
-            let value = try decoding.decodeValue(T.self, at: offset)
-            end = try decoding.knownEnd(at: offset) ?? decoding.endOfItem(at: offset)
+            let value = try decoding.decodeValue(T.self, at: offset, depth: depth)
+            try decoding.checkUnreadKeys()
+            end = try decoding.knownEnd(at: offset) ?? decoding.endOfItem(at: offset, depth: depth)
             return value
         } catch let error as CBORError {
             throw error
@@ -123,10 +127,14 @@ final class CBORDecoding: Decoder {
     /// Start of the item the next `init(from:)` decodes.
     @exclusivity(unchecked) var position = 0
     @exclusivity(unchecked) var codingPath: [any CodingKey] = []
+    /// The depth (`CBORReader.maxDepth`) of the item at `position`.
     @exclusivity(unchecked) var depth = 0
     /// The state of every map container of this decode, by slot: kept here
     /// rather than in one object per container.
     @exclusivity(unchecked) var maps: [MapState] = []
+    /// The keys that maps matched in written order (without an index), each
+    /// linked to the one its map matched before (`MapState.lastMatched`).
+    @exclusivity(unchecked) var matchedKeys: [(key: Range<Int>, previous: Int)] = []
 
     func reset(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
@@ -134,6 +142,7 @@ final class CBORDecoding: Decoder {
         depth = 0
         if !codingPath.isEmpty { codingPath.removeAll() }
         maps.removeAll(keepingCapacity: true)
+        matchedKeys.removeAll(keepingCapacity: true)
         readItem = (-1, -1)
     }
 
@@ -160,9 +169,10 @@ final class CBORDecoding: Decoder {
         return bytes[offset]
     }
 
-    func endOfItem(at offset: Int) throws(CBORError) -> Int {
+    /// Where the item at `offset`, at `depth`, ends.
+    func endOfItem(at offset: Int, depth: Int) throws(CBORError) -> Int {
         var r = reader(at: offset)
-        try r.skipItem()
+        try r.skipItem(depth: depth)
         return r.position
     }
 
@@ -184,10 +194,42 @@ final class CBORDecoding: Decoder {
         guard let first = maps.first, first.start == offset, first.remaining == 0, first.index == nil else {
             return nil
         }
-        return first.valuePending ? try? endOfItem(at: first.cursor) : first.cursor
+        return first.valuePending ? try? endOfItem(at: first.cursor, depth: first.depth + 1) : first.cursor
     }
 
-    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int) throws -> T {
+    /// Refuses a map with two equal keys among the maps of this decode whose
+    /// keys were not all checked as they were read: those that left entries
+    /// unread. (A map read in written order checked each key it matched; a
+    /// map that built an index checked every key then.)
+    func checkUnreadKeys() throws(CBORError) {
+        for slot in maps.indices {
+            let state = maps[slot]
+            guard state.index == nil, state.remaining != 0 else { continue }
+            var r = reader(at: state.cursor)
+            if state.valuePending { try r.skipItem(depth: state.depth + 1) }
+            var keys: [MapKey] = []
+            var remaining = state.remaining ?? Int.max
+            while remaining > 0 {
+                if state.remaining == nil, try r.consumeBreak() { break }
+                keys.append(try MapKey.read(&r, depth: state.depth + 1))
+                try r.skipItem(depth: state.depth + 1)
+                remaining -= 1
+            }
+            guard !keys.isEmpty else { continue }
+            var matched = state.lastMatched
+            while matched >= 0 {
+                keys.append(MapKey(range: matchedKeys[matched].key, owned: nil, isText: true))
+                matched = matchedKeys[matched].previous
+            }
+            if let twice = MapKey.firstDuplicate(keys, in: bytes) {
+                throw .duplicateKey(twice.diagnostic(in: bytes), path: pathText)
+            }
+        }
+    }
+
+    /// Decodes the item at `offset`, which is at `depth`, as a `T`.
+    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int) throws -> T {
+        try CBORReader.check(depth: depth)
         if T.self == Data.self {
             var r = reader(at: offset)
             let h = try r.head()
@@ -198,11 +240,12 @@ final class CBORDecoding: Decoder {
             var r = reader(at: offset)
             let h = try r.head()
             guard h.major == 6, h.argument == 1 else { throw mismatch("a date (tag 1)", h) }
+            try CBORReader.check(depth: depth + 1)
             return Date(timeIntervalSince1970: try SingleValue.double(&r, self)) as! T
         }
-        depth += 1
-        defer { depth -= 1 }
-        guard depth < CBORReader.maxDepth else { throw CBORError.tooDeep(limit: CBORReader.maxDepth) }
+        let savedDepth = self.depth
+        self.depth = depth
+        defer { self.depth = savedDepth }
         let saved = position
         position = offset
         defer { position = saved }
@@ -224,12 +267,16 @@ final class CBORDecoding: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(try KeyedContainer<Key>(self, at: position))
+        KeyedDecodingContainer(try KeyedContainer<Key>(self, at: position, depth: depth))
     }
 
-    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { try UnkeyedContainer(self, at: position) }
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try UnkeyedContainer(self, at: position, depth: depth)
+    }
 
-    func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleValue(decoder: self, at: position) }
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleValue(decoder: self, at: position, depth: depth)
+    }
 
     // MARK: - Keyed
 
@@ -238,11 +285,13 @@ final class CBORDecoding: Decoder {
     /// order; only a key out of order (or missing) builds an index of all entries.
     struct MapState {
         struct Entry {
-            var key: Range<Int>
+            var key: MapKey
             var value: Int
         }
         /// Where the map's head is.
         var start: Int
+        /// The map's depth; its keys and values are one deeper.
+        var depth: Int
         /// Where the next unread entry starts, and how many are left (nil for
         /// an indefinite-length map, which ends at a break byte). While
         /// `valuePending`, the cursor is at the value of the entry just
@@ -254,7 +303,8 @@ final class CBORDecoding: Decoder {
         var index: [Entry]? = nil
         /// After an index hit, where to look first next time.
         var indexCursor = 0
-
+        /// The last key matched in written order, in `matchedKeys`; -1 for none.
+        var lastMatched = -1
     }
 
     struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
@@ -265,40 +315,36 @@ final class CBORDecoding: Decoder {
             nonmutating set { decoder.maps[slot] = newValue }
         }
         let start: Int
+        /// The map's depth.
+        let depth: Int
         var codingPath: [any CodingKey] { decoder.codingPath }
 
-        init(_ decoder: CBORDecoding, at offset: Int) throws {
+        init(_ decoder: CBORDecoding, at offset: Int, depth: Int) throws {
             self.decoder = decoder
+            self.depth = depth
+            try CBORReader.check(depth: depth)
             var r = decoder.reader(at: offset)
             let h = try r.head()
             guard h.major == 5 else { throw decoder.mismatch("a map", h) }
+            let remaining = h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2)
+            // Its keys and values are one level deeper: refused here, once,
+            // rather than at each access.
+            let isEmpty = try remaining.map { $0 == 0 } ?? (r.peek() == 0xff)
+            if !isEmpty { try CBORReader.check(depth: depth + 1) }
             start = offset
             slot = decoder.maps.count
-            decoder.maps.append(
-                MapState(
-                    start: offset, cursor: r.position,
-                    remaining: h.isIndefinite ? nil : try r.checkedLength(h, perItem: 2)))
+            decoder.maps.append(MapState(start: offset, depth: depth, cursor: r.position, remaining: remaining))
         }
 
-        /// Reads one entry at `r`: its text key's byte range (empty for a
-        /// non-text key, which never matches) and its value's offset; leaves
-        /// `r` after the value.
-        private func entry(_ r: inout CBORReader) throws(CBORError) -> MapState.Entry {
-            let key = try keyRange(&r)
-            let value = r.position
-            try r.skipItem()
-            return MapState.Entry(key: key, value: value)
-        }
-
-        /// Reads one key at `r`: its text's byte range (empty for a non-text
-        /// key, which never matches); leaves `r` at the value.
-        private func keyRange(_ r: inout CBORReader) throws(CBORError) -> Range<Int> {
+        /// Reads one key at `r` for the in-order path: the byte range of a
+        /// definite-length text key, nil for any other key (which sends the
+        /// lookup to the index); leaves `r` at the value.
+        private func keyRange(_ r: inout CBORReader) throws(CBORError) -> Range<Int>? {
             let keyStart = r.position
             let kh = try r.head()
             guard kh.major == 3, !kh.isIndefinite else {
                 r.position = keyStart
-                try r.skipItem()
-                return keyStart..<keyStart
+                return nil
             }
             let count = try r.checkedLength(kh)
             defer { r.position += count }
@@ -311,6 +357,35 @@ final class CBORDecoding: Decoder {
                     || memcmp(decoder.bytes.baseAddress! + range.lowerBound, utf8.baseAddress!, utf8.count) == 0)
         }
 
+        private func matches(_ key: MapKey, _ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard key.isText else { return false }
+            guard let owned = key.owned else { return matches(key.range, utf8) }
+            return owned.count == utf8.count && owned.elementsEqual(utf8)
+        }
+
+        /// Notes a key matched in written order, refusing it if this map
+        /// already matched it (a type that asks for one key twice would
+        /// otherwise read a repeated key as a second one).
+        private func noteMatched(_ key: Range<Int>) throws(CBORError) {
+            var previous = decoder.maps[slot].lastMatched
+            while previous >= 0 {
+                let earlier = decoder.matchedKeys[previous]
+                if earlier.key.count == key.count,
+                    key.isEmpty
+                        || memcmp(
+                            decoder.bytes.baseAddress! + earlier.key.lowerBound,
+                            decoder.bytes.baseAddress! + key.lowerBound, key.count) == 0
+                {
+                    let text = MapKey(range: key, owned: nil, isText: true)
+                    throw .duplicateKey(text.diagnostic(in: decoder.bytes), path: decoder.pathText)
+                }
+                previous = earlier.previous
+            }
+            decoder.matchedKeys.append((key, decoder.maps[slot].lastMatched))
+            decoder.maps[slot].lastMatched = decoder.matchedKeys.count - 1
+        }
+
+        /// Every entry, read once, with each key checked against the others.
         private func buildIndex() throws(CBORError) -> [MapState.Entry] {
             if let index = state.index { return index }
             var r = decoder.reader(at: start)
@@ -319,8 +394,13 @@ final class CBORDecoding: Decoder {
             var remaining = h.isIndefinite ? Int.max : try r.checkedLength(h, perItem: 2)
             while remaining > 0 {
                 if h.isIndefinite, try r.consumeBreak() { break }
-                entries.append(try entry(&r))
+                let key = try MapKey.read(&r, depth: depth + 1)
+                entries.append(MapState.Entry(key: key, value: r.position))
+                try r.skipItem(depth: depth + 1)
                 remaining -= 1
+            }
+            if let twice = MapKey.firstDuplicate(entries.map(\.key), in: decoder.bytes) {
+                throw .duplicateKey(twice.diagnostic(in: decoder.bytes), path: decoder.pathText)
             }
             decoder.maps[slot].index = entries
             return entries
@@ -333,15 +413,15 @@ final class CBORDecoding: Decoder {
                 var current = state
                 if current.index == nil, current.remaining.map({ $0 > 0 }) ?? true {
                     if current.valuePending {
-                        current.cursor = try decoder.endOfItem(at: current.cursor)
+                        current.cursor = try decoder.endOfItem(at: current.cursor, depth: depth + 1)
                         current.valuePending = false
                         decoder.maps[slot] = current
                     }
                     var r = decoder.reader(at: current.cursor)
                     let atEnd = current.remaining == nil ? try r.consumeBreak() : false
-                    if !atEnd {
-                        let key = try keyRange(&r)
+                    if !atEnd, let key = try keyRange(&r) {
                         if matches(key, utf8) {
+                            try noteMatched(key)
                             decoder.maps[slot].cursor = r.position
                             decoder.maps[slot].valuePending = true
                             decoder.maps[slot].remaining = current.remaining.map { $0 - 1 }
@@ -372,8 +452,8 @@ final class CBORDecoding: Decoder {
 
         var allKeys: [Key] {
             ((try? buildIndex()) ?? []).compactMap { e in
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: decoder.bytes[e.key]), as: UTF8.self)
-                return Key(stringValue: text)
+                guard e.key.isText else { return nil }
+                return Key(stringValue: e.key.withBytes(in: decoder.bytes) { String(decoding: $0, as: UTF8.self) })
             }
         }
 
@@ -425,7 +505,7 @@ final class CBORDecoding: Decoder {
             let offset = try valueOffset(key)
             decoder.codingPath.append(key)
             defer { decoder.codingPath.removeLast() }
-            return try decoder.decodeValue(T.self, at: offset)
+            return try decoder.decodeValue(T.self, at: offset, depth: depth + 1)
         }
 
         func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
@@ -434,7 +514,7 @@ final class CBORDecoding: Decoder {
             if b == 0xf6 || b == 0xf7 { return nil }
             decoder.codingPath.append(key)
             defer { decoder.codingPath.removeLast() }
-            return try decoder.decodeValue(T.self, at: offset)
+            return try decoder.decodeValue(T.self, at: offset, depth: depth + 1)
         }
 
         func nestedContainer<NestedKey: CodingKey>(
@@ -443,18 +523,24 @@ final class CBORDecoding: Decoder {
             -> KeyedDecodingContainer<NestedKey>
         {
             let offset = try valueOffset(key)
-            return KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: offset))
+            return KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: offset, depth: depth + 1))
         }
 
         func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-            try UnkeyedContainer(decoder, at: try valueOffset(key))
+            try UnkeyedContainer(decoder, at: try valueOffset(key), depth: depth + 1)
         }
 
-        func superDecoder() throws -> any Decoder { try superDecoder(forKey: Key(stringValue: "super")!) }
+        func superDecoder() throws -> any Decoder {
+            guard let key = Key(stringValue: "super") else {
+                throw CBORError.missingKey("super", path: decoder.pathText)
+            }
+            return try superDecoder(forKey: key)
+        }
 
         func superDecoder(forKey key: Key) throws -> any Decoder {
             let sub = CBORDecoding(decoder.bytes, userInfo: decoder.info)
             sub.position = try valueOffset(key)
+            sub.depth = depth + 1
             sub.codingPath = decoder.codingPath + [key]
             return sub
         }
@@ -466,6 +552,8 @@ final class CBORDecoding: Decoder {
         let decoder: CBORDecoding
         let codingPath: [any CodingKey]
         let count: Int?
+        /// The array's depth; its items are one deeper.
+        let depth: Int
         private let indefinite: Bool
         private let cursor: Cursor
         var currentIndex: Int { cursor.index }
@@ -478,8 +566,10 @@ final class CBORDecoding: Decoder {
             init(_ position: Int) { self.position = position }
         }
 
-        init(_ decoder: CBORDecoding, at offset: Int) throws {
+        init(_ decoder: CBORDecoding, at offset: Int, depth: Int) throws {
             self.decoder = decoder
+            self.depth = depth
+            try CBORReader.check(depth: depth)
             codingPath = decoder.codingPath
             var r = decoder.reader(at: offset)
             let h = try r.head()
@@ -488,6 +578,7 @@ final class CBORDecoding: Decoder {
             count = indefinite ? nil : try r.checkedLength(h)
             cursor = Cursor(r.position)
             try refreshEnd()
+            if !cursor.atEnd { try CBORReader.check(depth: depth + 1) }
         }
 
         private func refreshEnd() throws {
@@ -505,7 +596,7 @@ final class CBORDecoding: Decoder {
                 throw CBORError.outOfRange("read past the end of an array", path: decoder.pathText)
             }
             let offset = cursor.position
-            cursor.position = try decoder.endOfItem(at: offset)
+            cursor.position = try decoder.endOfItem(at: offset, depth: depth + 1)
             cursor.index += 1
             try refreshEnd()
             return offset
@@ -520,7 +611,7 @@ final class CBORDecoding: Decoder {
         }
 
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-            try decoder.decodeValue(T.self, at: try next())
+            try decoder.decodeValue(T.self, at: try next(), depth: depth + 1)
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(
@@ -528,16 +619,17 @@ final class CBORDecoding: Decoder {
         ) throws
             -> KeyedDecodingContainer<NestedKey>
         {
-            KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: try next()))
+            KeyedDecodingContainer(try KeyedContainer<NestedKey>(decoder, at: try next(), depth: depth + 1))
         }
 
         mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-            try UnkeyedContainer(decoder, at: try next())
+            try UnkeyedContainer(decoder, at: try next(), depth: depth + 1)
         }
 
         mutating func superDecoder() throws -> any Decoder {
             let sub = CBORDecoding(decoder.bytes, userInfo: decoder.info)
             sub.position = try next()
+            sub.depth = depth + 1
             sub.codingPath = decoder.codingPath
             return sub
         }
@@ -548,11 +640,14 @@ final class CBORDecoding: Decoder {
     struct SingleValue: SingleValueDecodingContainer {
         let decoder: CBORDecoding
         let offset: Int
+        /// The item's depth.
+        let depth: Int
         var codingPath: [any CodingKey] { decoder.codingPath }
 
-        init(decoder: CBORDecoding, at offset: Int) {
+        init(decoder: CBORDecoding, at offset: Int, depth: Int) {
             self.decoder = decoder
             self.offset = offset
+            self.depth = depth
         }
 
         private func read<T>(_ body: (inout CBORReader, CBORDecoding) throws -> T) throws -> T {
@@ -580,7 +675,9 @@ final class CBORDecoding: Decoder {
         func decode(_ type: UInt16.Type) throws -> UInt16 { try read(Self.integer) }
         func decode(_ type: UInt32.Type) throws -> UInt32 { try read(Self.integer) }
         func decode(_ type: UInt64.Type) throws -> UInt64 { try read(Self.integer) }
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(T.self, at: offset) }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            try decoder.decodeValue(T.self, at: offset, depth: depth)
+        }
 
         static func bool(_ r: inout CBORReader, _ d: CBORDecoding) throws -> Bool {
             let h = try r.head()
@@ -592,12 +689,7 @@ final class CBORDecoding: Decoder {
             let start = r.position
             let h = try r.head()
             guard h.major == 3 else { throw d.mismatch("a text string", h) }
-            let text: String? =
-                h.isIndefinite
-                ? String(validating: try r.wholeString(h), as: UTF8.self)
-                : validText(try r.stringBytes(h))
-            guard let text else { throw CBORError.malformed("text string is not valid UTF-8", at: start) }
-            return text
+            return try r.wholeText(h, start: start)
         }
 
         /// The text in `bytes`, or nil if it is not UTF-8. ASCII, the usual

@@ -2,8 +2,20 @@
 /// what is left, so malformed input from the network ends in a `CBORError`
 /// and never in a trap or an oversized allocation.
 struct CBORReader {
-    /// Deepest nesting accepted; deeper input is refused, not recursed into.
+    /// Deepest nesting accepted (docs/PROTOCOL.md, "Payload encoding"). An
+    /// item's *depth* is the number of arrays, maps and tags it is inside:
+    /// a payload's top item has depth 0, the items and map keys and values
+    /// directly in it depth 1, and so on. Chunks of an indefinite-length
+    /// string are part of their string, not items of their own. Items of
+    /// depth 0 to `maxDepth - 1` are read (128 levels); an item of depth
+    /// `maxDepth` is `CBORError.tooDeep`, refused before it is recursed into.
     static let maxDepth = 128
+
+    /// Throws `tooDeep` for an item at `depth` beyond the limit.
+    @inline(__always)
+    static func check(depth: Int) throws(CBORError) {
+        guard depth < maxDepth else { throw .tooDeep(limit: maxDepth) }
+    }
 
     let bytes: UnsafeRawBufferPointer
     var position: Int
@@ -107,9 +119,35 @@ struct CBORReader {
         return joined
     }
 
-    /// Steps over one whole item (with everything nested in it).
-    mutating func skipItem(depth: Int = 0) throws(CBORError) {
-        guard depth < Self.maxDepth else { throw .tooDeep(limit: Self.maxDepth) }
+    /// Reads a text string (the head was just read, at `start`). Each chunk
+    /// of an indefinite-length string must itself be valid UTF-8 (RFC 8949
+    /// §3.2.3): a chunk may not end inside a character.
+    mutating func wholeText(_ head: Head, start: Int) throws(CBORError) -> String {
+        if !head.isIndefinite {
+            guard let text = CBORDecoding.SingleValue.validText(try stringBytes(head)) else {
+                throw .malformed("text string is not valid UTF-8", at: start)
+            }
+            return text
+        }
+        var joined = ""
+        while !(try consumeBreak()) {
+            let chunkStart = position
+            let chunk = try self.head()
+            guard chunk.major == 3, !chunk.isIndefinite else {
+                throw .malformed("bad chunk in an indefinite-length string", at: chunkStart)
+            }
+            guard let text = CBORDecoding.SingleValue.validText(try stringBytes(chunk)) else {
+                throw .malformed("a chunk of an indefinite-length text string is not valid UTF-8", at: chunkStart)
+            }
+            joined += text
+        }
+        return joined
+    }
+
+    /// Steps over one whole item (with everything nested in it), which is
+    /// at `depth` (see `maxDepth`).
+    mutating func skipItem(depth: Int) throws(CBORError) {
+        try Self.check(depth: depth)
         let h = try head()
         switch h.major {
         case 0, 1: break

@@ -49,19 +49,16 @@ public indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
         self = try result.get()
     }
 
+    /// Reads the item at `r`, which is at `depth` (`CBORReader.maxDepth`).
     static func read(_ r: inout CBORReader, depth: Int) throws(CBORError) -> CBORValue {
-        guard depth < CBORReader.maxDepth else { throw .tooDeep(limit: CBORReader.maxDepth) }
+        try CBORReader.check(depth: depth)
         let start = r.position
         let h = try r.head()
         switch h.major {
         case 0: return .unsigned(h.argument)
         case 1: return .negative(h.argument)
         case 2: return .bytes(try r.wholeString(h))
-        case 3:
-            guard let s = String(validating: try r.wholeString(h), as: UTF8.self) else {
-                throw .malformed("text string is not valid UTF-8", at: start)
-            }
-            return .text(s)
+        case 3: return .text(try r.wholeText(h, start: start))
         case 4:
             var items: [CBORValue] = []
             if h.isIndefinite {
@@ -82,6 +79,11 @@ public indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
                 let count = try r.checkedLength(h, perItem: 2)
                 entries.reserveCapacity(count)
                 for _ in 0..<count { entries.append((try read(&r, depth: depth + 1), try read(&r, depth: depth + 1))) }
+            }
+            // Keys are equal as data items: compared in preferred serialization.
+            var seen = Set<[UInt8]>()
+            for entry in entries where !seen.insert(entry.key.cbor).inserted {
+                throw .duplicateKey(entry.key.description, path: "")
             }
             return .map(entries)
         case 6: return .tagged(h.argument, try read(&r, depth: depth + 1))
@@ -175,7 +177,7 @@ extension CBORValue: Codable {
     public init(from decoder: any Decoder) throws {
         if let cbor = decoder as? CBORDecoding {
             var reader = cbor.reader(at: cbor.position)
-            self = try CBORValue.read(&reader, depth: 0)
+            self = try CBORValue.read(&reader, depth: cbor.depth)
             return
         }
         let c = try decoder.singleValueContainer()

@@ -19,7 +19,7 @@ public struct RawCBOR: Codable, Sendable, Hashable {
             return
         }
         let start = cbor.position
-        bytes = Array(cbor.bytes[start..<(try cbor.endOfItem(at: start))])
+        bytes = Array(cbor.bytes[start..<(try cbor.endOfItem(at: start, depth: cbor.depth))])
     }
 
     public func encode(to encoder: any Encoder) throws {
