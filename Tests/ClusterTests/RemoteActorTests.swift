@@ -32,7 +32,7 @@ final class PingActor: Reactor {
     var heard: [String] = []
     let gate: Gate?
     init(gate: Gate? = nil) { self.gate = gate }
-    func started(_ context: ActorContext) { port = context.system.node.port }
+    func started(_ context: ActorContext) { port = context.node.port }
     static func reactions(_ r: inout Reactions<PingActor>) {
         r.on(Ping.self, result: { me, m in Pong(n: m.n, node: me.port) })
         r.on(Count.self, do: { me, _ in me.count += 1 })
@@ -123,11 +123,13 @@ extension RemoteActorTests {
     @Test func aBurstLargerThanTheSocketBuffersArrivesWholeAndInOrder() async throws {
         let count = 60_000  // 250 bytes each: 15 MB, past loopback's socket buffers
         let release = DispatchSemaphore(value: 0)
-        let receiver = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) { actors in
+        let receiver = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) {
+            actors in
             actors.singleton("sink") { PaddedSink() }
             actors.singleton("holder") { LoopHolder(release) }
         }
-        let sender = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) { actors in
+        let sender = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) {
+            actors in
             actors.singleton("burster") { Burster() }
         }
         defer { shutDown(receiver, sender) }
@@ -148,8 +150,8 @@ extension RemoteActorTests {
     }
 
     @Test func aNodeWithTheWrongSecretIsRejected() async throws {
-        let a = try node("right")
-        let b = try node("wrong")
+        let a = try node("the-right-cluster-secret")
+        let b = try node("a-wrong-cluster-secret")
         defer {
             a.shutdown()
             b.shutdown()
@@ -180,7 +182,8 @@ extension RemoteActorTests {
         async let waiting = remote.ask(Slow(), timeout: .seconds(30))
         #expect(await eventually { gate.waiting })
         // Timed from the moment the peer goes away: the ask must fail on the
-        // connection loss, long before its 30 s timeout.
+        // connection loss, long before its 30 s timeout (milliseconds; 5 s is
+        // margin for a loaded machine).
         let clock = ContinuousClock()
         let start = clock.now
         b.shutdown()
@@ -193,7 +196,7 @@ extension RemoteActorTests {
                 return
             }
         }
-        #expect(clock.now - start < realTimeBound(.seconds(1)))
+        #expect(clock.now - start < realTimeBound(.seconds(5)))
     }
 
     @Test func anUnknownManifestIsAnErrorAndTheNodeServesOn() async throws {
@@ -300,7 +303,8 @@ final class SequenceSink: Reactor {
 
 extension RemoteActorTests {
     @Test func aFullOutboundQueueRefusesInsteadOfGrowing() async throws {
-        let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, outboundCapacity: 256 * 1024))
+        let a = try ClusterNode(
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 1, outboundCapacity: 256 * 1024))
         defer { a.shutdown() }
         // The peer completes the handshake (as node 127.0.0.1:1) and then
         // never reads: once the kernel's socket buffers are full, only the
@@ -308,7 +312,9 @@ extension RemoteActorTests {
         let port = a.address.port
         let peer = try await offThePool { () -> RawPeer in
             let p = try RawPeer(port: port)
-            guard p.handshake(secret: "a-long-cluster-secret") else { throw TransportError.invalidAddress("handshake failed") }
+            guard p.handshake(secret: "a-long-cluster-secret") else {
+                throw TransportError.invalidAddress("handshake failed")
+            }
             return p
         }
         let silent = a.system.ref("oscar://127.0.0.1:1/user/sink")!

@@ -4,7 +4,7 @@ import OscarTestSupport
 import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(8))) struct KilledNodeTests {
-    @Test func aSIGKILLedNodeFailsPendingAsksWithNodeUnreachableInUnderASecond() async throws {
+    @Test func aSIGKILLedNodeFailsPendingAsksWithNodeUnreachableLongBeforeTheirTimeout() async throws {
         let victim = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let port = try #require(await victim.listeningPort())
         let client = try ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 1))
@@ -13,7 +13,9 @@ import Testing
         _ = try await echo.ask(Demo.Echo(text: "up?"))
 
         // Whether or not the ask has left this process when the node dies, it
-        // must end with nodeUnreachable, within a second, not at its timeout.
+        // must end with nodeUnreachable when the connection drops, not at its
+        // 30 s timeout. (It takes milliseconds; 5 s is margin for a loaded
+        // machine, still far from the timeout.)
         async let pending = echo.ask(Demo.Sleep(ms: 30_000), timeout: .seconds(30))
         let clock = ContinuousClock()
         let killedAt = clock.now
@@ -27,6 +29,6 @@ import Testing
                 return
             }
         }
-        #expect(clock.now - killedAt < realTimeBound(.seconds(1)))
+        #expect(clock.now - killedAt < realTimeBound(.seconds(5)))
     }
 }

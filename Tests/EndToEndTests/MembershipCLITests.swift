@@ -110,10 +110,11 @@ import Testing
         _ = nodes
     }
 
-    /// Removal takes detection, the 5 s stable window and the 8 s removal
-    /// margin (in which a downed side downs itself): about 16 s, bounded
-    /// here at 20.
-    @Test func aKilledNodeIsUnreachableWithinThreeSecondsAndRemovedWithinTwenty() async throws {
+    /// Detection takes about 2 s (the heartbeat pause phi accepts); removal
+    /// adds the 5 s stable window and the 8 s removal margin (in which a
+    /// downed side downs itself): about 16 s. The bounds, 6 s and 30 s, keep
+    /// a margin for a 2-core machine running the rest of the suite.
+    @Test func aKilledNodeIsUnreachableWithinSixSecondsAndRemovedWithinThirty() async throws {
         let (ports, nodes) = try await Self.fiveNodeCluster()
         #expect(await Self.allSee(ports, up: Set(ports)))
         let victim = ports[3]
@@ -121,21 +122,21 @@ import Testing
         let clock = ContinuousClock()
         let killedAt = clock.now
         kill(nodes[victim]!.process.processIdentifier, SIGKILL)
-        let unreachable = await eventually(timeout: .seconds(3)) {
+        let unreachable = await eventually(timeout: .seconds(6)) {
             for p in survivors {
                 guard let v = await Self.view(from: p), v.unreachable.contains(victim) || v.statuses[victim] == nil
                 else { return false }
             }
             return true
         }
-        #expect(unreachable, "not unreachable everywhere within 3 s")
-        let removed = await eventually(timeout: .seconds(20) - (clock.now - killedAt)) {
+        #expect(unreachable, "not unreachable everywhere within 6 s")
+        let removed = await eventually(timeout: .seconds(30) - (clock.now - killedAt)) {
             for p in survivors {
                 guard let v = await Self.view(from: p), v.statuses[victim] == nil else { return false }
             }
             return true
         }
-        #expect(removed, "not removed everywhere within 20 s")
+        #expect(removed, "not removed everywhere within 30 s")
     }
 
     @Test func aNodePausedForTwoSecondsStaysAMember() async throws {

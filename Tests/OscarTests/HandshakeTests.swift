@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Oscar
@@ -34,11 +35,48 @@ import Testing
     }
 
     @Test func aWrongSecretIsRejectedWithAReasonOnBothSides() {
-        let (sideA, sideB) = run(secretA: "right", secretB: "wrong")
+        let (sideA, sideB) = run(secretA: "right-secret-0123456", secretB: "wrong-secret-0123456")
         #expect(!sideA.contains { if case .established = $0 { true } else { false } })
         #expect(!sideB.contains { if case .established = $0 { true } else { false } })
-        // The initiator finds the acceptor's MAC wrong, says so, and the acceptor hears why.
-        #expect(sideA.contains { if case .fail(let r, true) = $0 { r.contains("secret") } else { false } })
+        // The acceptor finds the initiator's proof wrong and says so (the
+        // connection sends the reason in a reject frame).
+        #expect(sideB.contains { if case .fail(let r, true) = $0 { r.contains("secret") } else { false } })
+    }
+
+    /// What a client that merely connects receives must not depend on the
+    /// secret, or it could test guesses against it offline. Searched over
+    /// random secrets, nonces and a wrong proof.
+    @Test func anUnauthenticatedInitiatorLearnsNothingThatDependsOnTheSecret() throws {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<50 {
+            let nonceA = Handshake.randomNonce()
+            let nonceB = Handshake.randomNonce()
+            var replies: [[Handshake.Directive]] = []
+            for _ in 0..<2 {
+                let secret = (0..<24).map { _ in UInt8.random(in: 0...255, using: &random) }
+                var acceptor = Handshake(role: .acceptor, local: b, secret: secret, nonce: nonceB)
+                _ = acceptor.onStart()
+                let hello = try CBOREncoder().encode(Handshake.Hello(node: a, nonce: Data(nonceA)))
+                var seen = acceptor.onFrame(.hello, hello)
+                let guess = try CBOREncoder().encode(Handshake.Proof(mac: Data(Handshake.randomNonce())))
+                seen += acceptor.onFrame(.proof, guess)
+                #expect(acceptor.authenticationFailed)
+                replies.append(seen)
+            }
+            #expect(replies[0] == replies[1])
+        }
+    }
+
+    @Test func anAcceptorWithoutTheSecretIsCaughtByTheInitiator() throws {
+        var initiator = Handshake(
+            role: .initiator, local: a, secret: Array("a-long-cluster-secret".utf8), nonce: Handshake.randomNonce())
+        _ = initiator.onStart()
+        let challenge = try CBOREncoder().encode(Handshake.Challenge(node: b, nonce: Data(Handshake.randomNonce())))
+        #expect(initiator.onFrame(.challenge, challenge).count == 1)
+        let accept = try CBOREncoder().encode(Handshake.Accept(mac: Data(Handshake.randomNonce())))
+        let outcome = initiator.onFrame(.accept, accept)
+        #expect(initiator.authenticationFailed)
+        #expect(outcome == [.fail(reason: Handshake.authenticationFailure, tellPeer: true)])
     }
 
     @Test func theSecretNeverAppearsOnTheWire() {
@@ -54,7 +92,7 @@ import Testing
         #expect(
             h.onPreamble(Array("HTTP/1".utf8)) == [.fail(reason: WireError.badPreamble.description, tellPeer: false)])
         var v = Handshake(role: .acceptor, local: b, secret: [], nonce: Handshake.randomNonce())
-        let reason = WireError.versionMismatch(ours: 1, theirs: 9).description
+        let reason = WireError.versionMismatch(ours: Handshake.version, theirs: 9).description
         #expect(v.onPreamble(Handshake.magic + [0, 9]) == [.fail(reason: reason, tellPeer: true)])
     }
 }

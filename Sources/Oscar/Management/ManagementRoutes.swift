@@ -1,3 +1,5 @@
+import Glibc
+
 /// The management endpoint's pages, as pure functions of a snapshot: the
 /// HTTP shell parses requests and writes responses, nothing else.
 public enum ManagementRoutes {
@@ -15,6 +17,9 @@ public enum ManagementRoutes {
         public var framesOut: Int
         public var asksPending: Int
         public var gossipRounds: Int
+        public var authenticationFailures: Int = 0
+        public var connectionsRefused: Int = 0
+        public var peersCutOff: Int = 0
     }
 
     /// One HTTP request, as the shell parsed it; header names are lowercase.
@@ -63,7 +68,7 @@ public enum ManagementRoutes {
 
     /// The gate's state after a command, as JSON.
     public static func faultStatus(_ status: FaultStatus) -> Response {
-        let rules = status.rules.map { "\"\($0)\"" }.joined(separator: ",")
+        let rules = status.rules.map { JSONBridge.quote("\($0)") }.joined(separator: ",")
         return Response(
             status: 200, contentType: "application/json",
             body: "{\"rules\":[\(rules)],\"droppedOutbound\":\(status.droppedOutbound),"
@@ -82,7 +87,9 @@ public enum ManagementRoutes {
             let healthy = me?.status == .up
             return Response(
                 status: healthy ? 200 : 503, contentType: "application/json",
-                body: "{\"node\":\"\(s.membership.observer)\",\"status\":\"\(status)\"}\n")
+                body:
+                    "{\"node\":\(JSONBridge.quote("\(s.membership.observer)")),\"status\":\(JSONBridge.quote(status))}\n"
+            )
         case "/members":
             return Response(status: 200, contentType: "application/json", body: s.membership.json + "\n")
         case "/metrics":
@@ -122,6 +129,18 @@ public enum ManagementRoutes {
             "# HELP oscar_dead_letters_total Messages that could not be delivered.",
             "# TYPE oscar_dead_letters_total counter",
             "oscar_dead_letters_total \(s.deadLetters)",
+            "# HELP oscar_node_restarts Times a supervisor (oscar node --supervise) restarted this node after a crash.",
+            "# TYPE oscar_node_restarts gauge",
+            "oscar_node_restarts \(getenv("OSCAR_RESTARTS").flatMap { Int(String(cString: $0)) } ?? 0)",
+            "# HELP oscar_authentication_failures_total Handshakes refused because the peer's MAC was wrong.",
+            "# TYPE oscar_authentication_failures_total counter",
+            "oscar_authentication_failures_total \(s.authenticationFailures)",
+            "# HELP oscar_connections_refused_total Inbound connections closed on arrival at a connection limit.",
+            "# TYPE oscar_connections_refused_total counter",
+            "oscar_connections_refused_total \(s.connectionsRefused)",
+            "# HELP oscar_peers_cut_off_total Connections closed because the peer stopped reading.",
+            "# TYPE oscar_peers_cut_off_total counter",
+            "oscar_peers_cut_off_total \(s.peersCutOff)",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
@@ -129,14 +148,17 @@ public enum ManagementRoutes {
 
 extension MembershipSnapshot {
     /// `{"observer": …, "members": [{address, uid, status, reachable, leader, roles, upNumber}]}`:
-    /// what `oscar members --json` prints and `GET /members` serves.
+    /// what `oscar members --json` prints and `GET /members` serves. Every
+    /// text is escaped (`JSONBridge.quote`): roles and addresses come from
+    /// other nodes' gossip.
     public var json: String {
         let rows = members.map { m in
-            let roles = m.roles.sorted().map { "\"\($0)\"" }.joined(separator: ",")
-            return "{\"address\":\"\(m.node)\",\"uid\":\(m.uid),\"status\":\"\(m.status.rawValue)\","
+            let roles = m.roles.sorted().map(JSONBridge.quote).joined(separator: ",")
+            return "{\"address\":\(JSONBridge.quote("\(m.node)")),\"uid\":\(m.uid),"
+                + "\"status\":\(JSONBridge.quote(m.status.rawValue)),"
                 + "\"reachable\":\(!unreachable.contains(m.uid)),\"leader\":\(leader == m.node),"
                 + "\"roles\":[\(roles)],\"upNumber\":\(m.upNumber)}"
         }
-        return "{\"observer\":\"\(observer)\",\"members\":[\(rows.joined(separator: ","))]}"
+        return "{\"observer\":\(JSONBridge.quote("\(observer)")),\"members\":[\(rows.joined(separator: ","))]}"
     }
 }

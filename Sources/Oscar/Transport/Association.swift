@@ -11,7 +11,16 @@ import Glibc
 /// - Every ask in `pending` ends: by its reply, its timeout, or — at once —
 ///   `nodeUnreachable` when the connection is lost or cannot be made.
 /// - `outbound` never grows past `outboundCapacity` bytes: beyond it a tell
-///   becomes a dead letter and an ask fails with `outboundFull`.
+///   becomes a dead letter and an ask fails with `outboundFull`. Replies
+///   count too: a peer that asks and stops reading is cut off when its
+///   replies reach the bound (its asks to us fail on its side).
+/// - Control lane: frames to `/system/` actors (membership, heartbeats,
+///   death watch, the receptionist) go in `control`, are written ahead of
+///   the user frames still waiting, and are never refused because user
+///   traffic filled `outbound`. They wait at most for the frame being
+///   written and `handOverBytes` already handed to libuv.
+/// - Replies go back on the connection their ask came on, and replies are
+///   accepted only from the incarnation the asks went to.
 final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// host:port of the node; the uid is learned from the handshake.
     let node: NodeAddress
@@ -29,6 +38,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// socket does not take stays here rather than in libuv's queue (see
     /// `flush(to:endOfTurn:)`).
     @exclusivity(unchecked) private var outboundHead = 0
+    /// A frame boundary in `outbound` at or before the first frame not yet
+    /// wholly written (see `advanceBoundary`): control frames may be written
+    /// only between two frames.
+    @exclusivity(unchecked) private var boundary = 0
+    /// Control-lane frames waiting to be written (see the invariants).
+    private var control: [UInt8] = []
     private var flushScheduled = false
     /// Encodes messages sent from this loop, reused (loop-confined).
     let encoding = CBOREncoding()
@@ -61,6 +76,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Written bytes are moved out of the batch past this much (mid-turn,
     /// while the socket takes only part of it).
     static let compactAfter = 256 * 1024
+    /// At most this much of `outbound` sits in libuv's queue at a time; the
+    /// rest stays here, so a control frame never waits behind more.
+    static let handOverBytes = 1 << 20
+    /// What the control lane may hold: far more than membership ever sends
+    /// between two flushes, so reaching it means the peer stopped reading.
+    static let controlCapacity = 8 << 20
+
+    /// Frames to system actors take the control lane.
+    static func isControl(_ recipient: String) -> Bool { recipient.utf8.starts(with: systemPrefix) }
+    static func isControl(_ recipient: UnsafeRawBufferPointer) -> Bool { recipient.starts(with: systemPrefix) }
+    private static let systemPrefix = Array("/system/".utf8)
 
     init(node: NodeAddress, transport: Transport) {
         self.node = NodeAddress(host: node.host, port: node.port)
@@ -85,27 +111,32 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .nodeUnreachable(node, gateReason))
             return
         }
-        // Bytes already handed to libuv and not yet on the wire count too:
-        // otherwise the bound would only hold until the next flush.
-        guard outbound.count - outboundHead + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity
-        else {
+        let lane: Lane = Self.isControl(recipient) ? .control : .ordinary
+        guard hasRoom(in: lane) else {
             refuse(manifest, reply, .outboundFull(node))
             return
         }
         let correlation = reply == nil ? 0 : nextCorrelation
-        let start = outbound.count
+        let start = count(lane)
         do {
-            try WireEnvelope.append(
-                to: &outbound, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
-                payload: payload)
+            switch lane {
+            case .ordinary:
+                try WireEnvelope.append(
+                    to: &outbound, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+                    payload: payload)
+            case .control:
+                try WireEnvelope.append(
+                    to: &control, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+                    payload: payload)
+            }
         } catch {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
             return
         }
         let limit = transport.settings.maxFrameSize
-        if outbound.count - start - 4 > limit {
-            let size = outbound.count - start - 4
-            outbound.removeSubrange(start...)
+        if count(lane) - start - 4 > limit {
+            let size = count(lane) - start - 4
+            removeFrames(lane, from: start)
             refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
             return
         }
@@ -118,37 +149,117 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         // Injected faults: a dropped frame never leaves (an ask waits as it
         // would for a frame lost on the network); a held one leaves later.
-        guard admitted(from: start) else { return }
+        guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
     }
 
-    /// Sends the outcome of an ask that came from this node; `payload`
-    /// appends its CBOR to the outbound batch.
+    /// The two lanes of outbound frames (see the invariants).
+    enum Lane { case ordinary, control }
+
+    private func count(_ lane: Lane) -> Int { lane == .ordinary ? outbound.count : control.count }
+
+    private func removeFrames(_ lane: Lane, from start: Int) {
+        switch lane {
+        case .ordinary: outbound.removeSubrange(start...)
+        case .control: control.removeSubrange(start...)
+        }
+    }
+
+    /// Whether one more frame may be queued. Bytes already handed to libuv
+    /// and not yet on the wire count too: otherwise the bound would only hold
+    /// until the next flush.
+    private func hasRoom(in lane: Lane) -> Bool {
+        switch lane {
+        case .ordinary:
+            outbound.count - outboundHead + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity
+        case .control:
+            control.count < Self.controlCapacity
+        }
+    }
+
+    /// Sends the outcome of an ask that came from this node on `conn`, back
+    /// on that connection; `payload` appends its CBOR. An outcome too large
+    /// for a frame becomes a `messageTooLarge` failure. An outcome that finds
+    /// the outbound bound reached cuts the peer off: it asks and does not
+    /// read, and its asks fail on its side.
     func sendOutcome(
-        _ kind: WireKind, correlation: UInt64, payload: (inout [UInt8]) throws(CBORError) -> Void
+        _ kind: WireKind, correlation: UInt64, on conn: Connection, lane: Lane,
+        payload: (inout [UInt8]) throws(CBORError) -> Void
     ) throws(CBORError) {
         loop.preconditionInEventLoop()
-        guard connection != nil else { return }  // the asker's side fails its ask itself
-        let start = outbound.count
-        try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
-        guard admitted(from: start) else { return }
+        guard conn.state == .established else { return }  // the asker's side fails its ask itself
+        let limit = transport.settings.maxFrameSize
+        guard conn === connection else {
+            // A retired or superseded connection: its asker is still there.
+            var frame: [UInt8] = []
+            try WireEnvelope.append(to: &frame, kind: kind, correlation: correlation, payload: payload)
+            if frame.count - 4 > limit {
+                let size = frame.count - 4
+                frame.removeAll()
+                WireEnvelope.append(to: &frame, kind: .failure, correlation: correlation) { out in
+                    out.append(contentsOf: Self.encoded(AskError.messageTooLarge(bytes: size, limit: limit)))
+                }
+            }
+            guard conn.unsentBytes < transport.settings.outboundCapacity else {
+                return cutOff(conn, waiting: conn.unsentBytes)
+            }
+            conn.write(frame)
+            return
+        }
+        guard hasRoom(in: lane) else {
+            return cutOff(conn, waiting: count(lane) - (lane == .ordinary ? outboundHead : 0) + conn.unsentBytes)
+        }
+        let start = count(lane)
+        switch lane {
+        case .ordinary: try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
+        case .control: try WireEnvelope.append(to: &control, kind: kind, correlation: correlation, payload: payload)
+        }
+        if count(lane) - start - 4 > limit {
+            let size = count(lane) - start - 4
+            removeFrames(lane, from: start)
+            let failure = Self.encoded(AskError.messageTooLarge(bytes: size, limit: limit))
+            switch lane {
+            case .ordinary:
+                WireEnvelope.append(to: &outbound, kind: .failure, correlation: correlation) {
+                    $0.append(contentsOf: failure)
+                }
+            case .control:
+                WireEnvelope.append(to: &control, kind: .failure, correlation: correlation) {
+                    $0.append(contentsOf: failure)
+                }
+            }
+        }
+        guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
+    }
+
+    static func encoded(_ error: AskError) -> [UInt8] { (try? CBOREncoder().encode(error)) ?? [] }
+
+    /// Closes a connection whose peer stopped reading: what it has not read
+    /// reached the outbound bound, and holding more would grow this node
+    /// without limit.
+    private func cutOff(_ conn: Connection, waiting: Int) {
+        transport.stats.add(.peersCutOff)
+        Log.shared.warning(
+            "cutting off \(node): it stopped reading (\(waiting) bytes waiting, the bound is \(transport.settings.outboundCapacity))"
+        )
+        conn.close("the peer stopped reading (\(waiting) bytes waiting)")
     }
 
     // MARK: - Injected faults
 
     /// Frames held back by an injected delay or bandwidth limit, in release
     /// order (from `heldHead` on).
-    @exclusivity(unchecked) private var held: [(release: UInt64, frame: [UInt8])] = []
+    @exclusivity(unchecked) private var held: [(release: UInt64, lane: Lane, frame: [UInt8])] = []
     @exclusivity(unchecked) private var heldHead = 0
     private var releaseTimer: LoopTimer?
 
-    /// Passes the frame appended to `outbound` at `start` through the fault
-    /// gate: true if it stays queued, false if it was dropped or held back.
-    private func admitted(from start: Int) -> Bool {
-        var fate = transport.faults.outboundFate(to: node, bytes: outbound.count - start)
+    /// Passes the frame appended to `lane` at `start` through the fault gate:
+    /// true if it stays queued, false if it was dropped or held back.
+    private func admitted(_ lane: Lane, from start: Int) -> Bool {
+        var fate = transport.faults.outboundFate(to: node, bytes: count(lane) - start)
         if fate == .pass, heldHead < held.count {
             fate = .holdUntil(held[held.count - 1].release)  // behind the frames already held
         }
@@ -156,11 +267,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         case .pass:
             return true
         case .drop:
-            outbound.removeSubrange(start...)
+            removeFrames(lane, from: start)
             return false
         case .holdUntil(let release):
-            held.append((release, Array(outbound[start...])))
-            outbound.removeSubrange(start...)
+            held.append((release, lane, Array(lane == .ordinary ? outbound[start...] : control[start...])))
+            removeFrames(lane, from: start)
             if releaseTimer == nil { armRelease() }
             return false
         }
@@ -188,7 +299,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         let now = uv_hrtime()
         var released = 0
         while heldHead < held.count, held[heldHead].release <= now {
-            outbound.append(contentsOf: held[heldHead].frame)
+            switch held[heldHead].lane {
+            case .ordinary: outbound.append(contentsOf: held[heldHead].frame)
+            case .control: control.append(contentsOf: held[heldHead].frame)
+            }
             held[heldHead].frame = []
             heldHead += 1
             released += 1
@@ -209,7 +323,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             if outbound.count - outboundHead >= Self.eagerFlushBytes {
                 flush(to: connection, endOfTurn: false)
             }
-            if outboundHead < outbound.count, !flushScheduled {
+            if outboundHead < outbound.count || !control.isEmpty, !flushScheduled {
                 flushScheduled = true
                 loop.schedule(self)
             }
@@ -228,34 +342,81 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         if let connection { flush(to: connection, endOfTurn: true) }
     }
 
-    /// Writes what the socket takes now. Mid-turn, the rest stays in
-    /// `outbound`: a sender in a long loop (W1's million tells in one turn)
-    /// tries again at its next flush, so the peer keeps receiving while the
-    /// loop runs. Handed to libuv instead, the rest would wait in libuv's
-    /// queue, and everything after it too, until the turn ended, and the
-    /// peer would sit idle meanwhile. At the end of the turn, libuv takes the
-    /// rest and writes it as the socket drains.
+    /// Writes what the socket takes now, control frames first. Mid-turn,
+    /// the rest stays in `outbound`: a sender in a long loop (W1's million
+    /// tells in one turn) tries again at its next flush, so the peer keeps
+    /// receiving while the loop runs. Handed to libuv instead, the rest
+    /// would wait in libuv's queue, and everything after it too, until the
+    /// turn ended, and the peer would sit idle meanwhile. At the end of the
+    /// turn, libuv gets up to `handOverBytes` and writes it as the socket
+    /// drains; `drained` hands it the next part.
     private func flush(to connection: Connection, endOfTurn: Bool) {
-        guard outboundHead < outbound.count else { return }
+        if !control.isEmpty {
+            // Between two frames only: finish the one being written first.
+            advanceBoundary()
+            if boundary > outboundHead {
+                outboundHead += write(to: connection, upTo: boundary, endOfTurn: endOfTurn)
+                guard self.connection === connection else { return }
+            }
+            if outboundHead == boundary {
+                let frames = control
+                control.removeAll(keepingCapacity: true)
+                connection.write(frames)
+                guard self.connection === connection else { return }
+            }
+        }
+        while outboundHead < outbound.count {
+            let room = endOfTurn ? Self.handOverBytes - connection.unsentBytes : outbound.count - outboundHead
+            guard room > 0 else { break }  // `drained` goes on
+            let taken = write(
+                to: connection, upTo: min(outbound.count, outboundHead + room), endOfTurn: endOfTurn)
+            guard self.connection === connection else { return }
+            outboundHead += taken
+            if !endOfTurn { break }
+        }
+        if outboundHead == outbound.count {
+            outbound.removeAll(keepingCapacity: true)
+            outboundHead = 0
+            boundary = 0
+        } else if outboundHead >= Self.compactAfter, outboundHead * 2 >= outbound.count {
+            advanceBoundary()
+            outbound.removeSubrange(..<outboundHead)  // keep moving memory small
+            boundary -= outboundHead
+            outboundHead = 0
+        }
+    }
+
+    /// Writes `outbound[outboundHead..<end]`: all of it at the end of a turn
+    /// (libuv queues what the socket does not take), else what the socket
+    /// takes now. Returns how many bytes it took.
+    private func write(to connection: Connection, upTo end: Int, endOfTurn: Bool) -> Int {
         let head = outboundHead
         // A failed write closes the connection, and losing it empties
         // `outbound` from inside this call: write from a reference of our
         // own, so the bytes stay alive, and let `lost` have the last word.
-        let taken = { (batch: [UInt8]) in
+        return { (batch: [UInt8]) in
             batch.withUnsafeBytes { all in
-                let unsent = UnsafeRawBufferPointer(rebasing: all[head...])
+                let unsent = UnsafeRawBufferPointer(rebasing: all[head..<end])
                 return endOfTurn ? connection.write(unsent) : connection.tryWrite(unsent)
             }
         }(outbound)
-        guard self.connection === connection else { return }
-        outboundHead += taken
-        if outboundHead == outbound.count || endOfTurn {
-            outbound.removeAll(keepingCapacity: true)
-            outboundHead = 0
-        } else if outboundHead >= Self.compactAfter, outboundHead * 2 >= outbound.count {
-            outbound.removeSubrange(..<outboundHead)  // keep moving memory small
-            outboundHead = 0
+    }
+
+    /// Moves `boundary` to the first frame boundary at or after
+    /// `outboundHead`, reading the length prefixes of the frames between.
+    private func advanceBoundary() {
+        while boundary < outboundHead, boundary + 4 <= outbound.count {
+            let length =
+                Int(outbound[boundary]) << 24 | Int(outbound[boundary + 1]) << 16 | Int(outbound[boundary + 2]) << 8
+                | Int(outbound[boundary + 3])
+            boundary += 4 + length
         }
+    }
+
+    /// libuv wrote everything it was given: hand it the next part.
+    func drained(_ conn: Connection) {
+        guard conn === connection, outboundHead < outbound.count || !control.isEmpty else { return }
+        flush(to: conn, endOfTurn: true)
     }
 
     func forget(_ correlation: UInt64) { _ = removePending(correlation) }
@@ -280,10 +441,15 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// A connection to this node finished its handshake.
     func adopt(_ conn: Connection, peer: NodeAddress) {
         if peerUID != 0, peer.uid != peerUID {
+            // A new incarnation (or a second process advertising the same
+            // address): the newest connection wins. The old one retires: it
+            // still delivers what is in flight and carries the replies to
+            // asks that came on it, then closes.
             Log.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
             failPending("\(node) restarted")
-        }
-        if let current = connection, current !== conn {
+            connection?.retire()
+            connection = nil
+        } else if let current = connection, current !== conn {
             // Simultaneous connects: both nodes keep the connection opened by
             // the node with the smaller uid, so they agree without talking.
             // The other one retires: nothing more is sent on it, but what is
@@ -331,6 +497,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         outbound.removeAll()
         outboundHead = 0
+        boundary = 0
+        control.removeAll()
         dropHeld()
         failPending(reason, as: rejected ? .rejected(reason) : nil)
         gate(reason)
@@ -385,7 +553,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         case .tell, .ask:
             let path = UnsafeRawBufferPointer(rebasing: frame[envelope.recipient])
             let reply: RemoteReply? =
-                envelope.kind == .ask ? RemoteReply(association: self, correlation: envelope.correlation) : nil
+                envelope.kind == .ask
+                ? RemoteReply(
+                    association: self, connection: conn, correlation: envelope.correlation,
+                    lane: Self.isControl(path) ? .control : .ordinary) : nil
             guard let target = target(at: path) else {
                 let address = ActorAddress(node: transport.localNode, path: String(decoding: path, as: UTF8.self))
                 let manifest = String(
@@ -397,7 +568,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 manifest: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]),
                 payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]), reply: reply)
         case .reply, .failure:
-            guard let waiting = removePending(envelope.correlation) else { return }  // timed out
+            // Correlation ids are this incarnation's: an outcome from another
+            // one (a retired connection of an old process) answers nothing here.
+            guard conn.peer?.uid == peerUID, let waiting = removePending(envelope.correlation) else { return }
             waiting.complete(
                 wire: envelope.kind, payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
                 decoder: replyDecoder)

@@ -22,7 +22,8 @@ public final class ClusterNode: Sendable {
         public var advertisedHost: String?
         /// Port to listen on; 0 picks a free one (see `address`).
         public var port: Int
-        /// The cluster secret: nodes connect only when theirs match. Never sent.
+        /// The cluster secret: nodes connect only when theirs match. Never
+        /// sent. At least `minimumSecretBytes` bytes (see there).
         public var secret: String
         /// Event loops; default one per core.
         public var loopCount: Int
@@ -32,8 +33,16 @@ public final class ClusterNode: Sendable {
         /// incoming frame closes that connection; a larger outgoing message
         /// fails with `messageTooLarge`.
         public var maxFrameSize: Int
-        /// Bytes that may wait to go to one node (default 64 MiB).
+        /// Bytes that may wait to go to one node (default 64 MiB), replies
+        /// included; a peer that asks and stops reading is cut off there.
         public var outboundCapacity: Int
+        /// Inbound cluster connections open at once, and those of them still
+        /// in their handshake; beyond either, new connections are closed on
+        /// arrival and logged. Defaults derive from the descriptor limit
+        /// (raised to its hard limit at start): three quarters of it less
+        /// 64, and a quarter of that up to 256.
+        public var maxInboundConnections: Int = ConnectionLimits.defaultInbound
+        public var maxHandshakingConnections: Int = ConnectionLimits.defaultHandshaking
         public var name: String
         /// After work, how long a loop polls before blocking in the kernel.
         /// It trades a little CPU after each burst of messages for not waking
@@ -53,6 +62,16 @@ public final class ClusterNode: Sendable {
         public var httpPort: Int?
         /// Where the management endpoint listens. Default loopback.
         public var httpHost: String
+        /// The management endpoint's request timeout, connection limit and
+        /// request size limits (defaults: 10 s, 64, 64 KiB head, 1 MiB body).
+        public var httpLimits = ManagementLimits()
+
+        /// The shortest secret a node accepts, in bytes. A peer the node
+        /// dials sees one MAC made with the secret, and can try guesses
+        /// against it offline at millions a second; 16 random bytes put that
+        /// out of reach, a word or a default does not. `oscar secret` prints
+        /// a good one.
+        public static let minimumSecretBytes = 16
 
         /// The host in this node's identity.
         public var identityHost: String { advertisedHost ?? host }
@@ -94,7 +113,7 @@ public final class ClusterNode: Sendable {
             ref: system.ref(for: ActorAddress(node: address, path: ReceptionistActor.path)),
             listings: receptionistListings)
     }
-    private let stats = NodeStats()
+    let stats = NodeStats()
     private let http = Mutex<HTTPServer?>(nil)
 
     /// The management endpoint's port, when it was asked for.
@@ -113,7 +132,12 @@ public final class ClusterNode: Sendable {
                 name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
                 node: .local(host: settings.identityHost, port: port), spinBeforeBlock: settings.spinBeforeBlock),
             services: services, build)
+        guard settings.secret.utf8.count >= Settings.minimumSecretBytes else {
+            throw .secretTooShort(settings.secret.utf8.count, minimum: Settings.minimumSecretBytes)
+        }
         var transportSettings = Transport.Settings()
+        transportSettings.maxInboundConnections = settings.maxInboundConnections
+        transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
         transportSettings.maxFrameSize = settings.maxFrameSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         let transport = Transport(system: system, secret: settings.secret, settings: transportSettings, stats: stats)
@@ -155,7 +179,9 @@ public final class ClusterNode: Sendable {
         }
         if let httpPort = settings.httpPort {
             let secret = transport.secret
-            let server = try HTTPServer(host: settings.httpHost, port: httpPort, loop: transport.ioLoop) {
+            let server = try HTTPServer(
+                host: settings.httpHost, port: httpPort, limits: settings.httpLimits, loop: transport.ioLoop
+            ) {
                 [weak self] request in
                 await self?.management(request, secret: secret)
                     ?? ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "shutting down\n")
@@ -178,7 +204,8 @@ public final class ClusterNode: Sendable {
         let snapshot = ManagementRoutes.Snapshot(
             membership: membership, deadLetters: system.deadLetters, framesIn: stats.value(.framesIn),
             framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
-            gossipRounds: stats.value(.gossipRounds))
+            gossipRounds: stats.value(.gossipRounds), authenticationFailures: stats.value(.authenticationFailures),
+            connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff))
         return ManagementRoutes.respond(request, snapshot)
     }
 
@@ -235,6 +262,13 @@ public final class ClusterNode: Sendable {
     /// Called once when membership says this node must stop: it left, or it
     /// was downed (keep-majority downing on the minority side, or an operator).
     public func onRemoved(_ body: @escaping @Sendable (String) -> Void) { hub.onShutdown(body) }
+
+    /// A node dropped without `shutdown()` (an error escaped first) shuts
+    /// down here, in order, while its system is still alive: its loops stop
+    /// before anything they run could find the system gone.
+    deinit {
+        if EventLoop.current == nil { shutdown() }
+    }
 
     /// Closes every connection (waiting asks fail with `nodeUnreachable`),
     /// stops every actor and loop.

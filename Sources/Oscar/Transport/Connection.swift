@@ -1,11 +1,13 @@
 import CLibUV
+import Glibc
 
 /// One TCP connection to another node: the preamble, the handshake, framing
 /// and writes. Owns its `uv_tcp_t`; lives on the transport's I/O loop.
 ///
 /// The handle's `data` holds this object retained until the close callback,
-/// so no libuv callback can see it freed.
-final class Connection {
+/// so no libuv callback can see it freed. Loop-confined: other threads only
+/// hold it to hand work back to its loop (a reply, say), hence unchecked.
+final class Connection: @unchecked Sendable {
     enum State { case connecting, handshaking, established, closed }
 
     let loop: EventLoop
@@ -18,6 +20,9 @@ final class Connection {
     private let buffer: FrameBuffer
     private var preambleSeen = false
     private(set) var state = State.connecting
+    /// Reached `established` at some point (still true once closed): the
+    /// transport counts connections still in their handshake.
+    private(set) var wasEstablished = false
     private(set) var peer: NodeAddress?
     private var handshakeTimer: LoopTimer?
     /// The association this connection serves. Strong, and cleared when the
@@ -35,7 +40,10 @@ final class Connection {
         handshake = Handshake(
             role: initiator ? .initiator : .acceptor, local: transport.localNode, secret: transport.secret,
             nonce: Handshake.randomNonce())
-        buffer = FrameBuffer(maxFrame: transport.settings.maxFrameSize)
+        // Until the peer has proven the secret it may send only handshake
+        // frames, which are small: nobody without the secret makes this node
+        // hold a large buffer.
+        buffer = FrameBuffer(maxFrame: transport.settings.maxHandshakeFrame)
         tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
         uv_tcp_init(loop.uvLoopPointer, tcp)
         UVHandle.retainOwner(self, in: tcp)
@@ -105,7 +113,9 @@ final class Connection {
     private func armHandshakeTimeout() {
         handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
             guard let self, self.state != .established else { return }
-            self.close("no handshake within \(self.transport.settings.handshakeTimeout)")
+            let reason = "no handshake within \(self.transport.settings.handshakeTimeout)"
+            if !self.isInitiator { self.transport.handshakeFailures.note("\(self.socketPeer): \(reason)") }
+            self.close(reason)
         }
     }
 
@@ -139,12 +149,36 @@ final class Connection {
                 }
             }
         } catch {
-            Log.shared.error("closing the connection to \(peerDescription): \(error)")
+            if state == .established {
+                Log.shared.error("closing the connection to \(peerDescription): \(error)")
+            } else {
+                transport.handshakeFailures.note(
+                    "closing the connection from \(socketPeer) before its handshake: \(error)")
+            }
             close(error.description)
         }
     }
 
     private var peerDescription: String { peer.map { "\($0)" } ?? "a peer" }
+
+    /// The address the socket is connected to (`ip:port`), whatever the peer
+    /// claims to be: what a log line about a failed handshake must name.
+    var socketPeer: String {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(tcp, $0, &length) }
+        }
+        guard rc == 0, storage.ss_family == sa_family_t(AF_INET) else { return "an unknown address" }
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                var text = [CChar](repeating: 0, count: 64)
+                uv_ip4_name(address, &text, text.count)
+                let ip = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                return "\(ip):\(UInt16(bigEndian: address.pointee.sin_port))"
+            }
+        }
+    }
 
     private func perform(_ directives: [Handshake.Directive]) {
         for directive in directives {
@@ -154,11 +188,21 @@ final class Connection {
             case .established(let node):
                 peer = node
                 state = .established
+                buffer.maxFrame = transport.settings.maxFrameSize
+                wasEstablished = true
                 if let t = handshakeTimer { loop.cancelTimer(t) }
                 transport.established(self, peer: node)
             case .fail(let reason, let tellPeer):
                 peer = peer ?? handshake.peer
-                Log.shared.error("handshake with \(peerDescription) failed: \(reason)")
+                if handshake.authenticationFailed {
+                    transport.stats.add(.authenticationFailures)
+                    transport.handshakeFailures.note(
+                        "authentication failed: \(socketPeer) (claiming to be \(peerDescription)) does not have our cluster secret"
+                    )
+                } else {
+                    transport.handshakeFailures.note(
+                        "handshake with \(peerDescription) at \(socketPeer) failed: \(reason)")
+                }
                 if tellPeer { write(Self.handshakeFrame(.reject, Handshake.rejectPayload(reason))) }
                 transport.handshakeFailed(self, reason: reason)
                 close(reason, flushFirst: true)
@@ -222,6 +266,14 @@ final class Connection {
 
     /// Bytes handed to libuv and not yet written to the socket.
     var unsentBytes: Int { Int(uv_stream_get_write_queue_size(stream)) }
+
+    /// A queued write finished: once libuv's queue has run dry, the
+    /// association hands it more (it keeps the rest itself, so that control
+    /// frames can still go ahead of it).
+    fileprivate func wrote() {
+        guard state == .established, unsentBytes == 0 else { return }
+        association?.drained(self)
+    }
 
     // MARK: - Closing
 
@@ -288,7 +340,12 @@ private func onRead(_ stream: UnsafeMutablePointer<uv_stream_t>?, _ nread: Int, 
 
 private func onWrite(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
     request!.pointee.data.deallocate()
+    let stream = request!.pointee.handle
     request!.deallocate()
+    guard status == 0, let stream,
+        uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
+    else { return }
+    connection(stream).wrote()
 }
 
 private func onShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ status: Int32) {

@@ -12,7 +12,10 @@ final class FrameBuffer {
     private var capacity: Int
     private var readIndex = 0
     private var writeIndex = 0
-    let maxFrame: Int
+    /// The largest frame accepted now: small until the peer has proven the
+    /// secret (see `Transport.Settings.maxHandshakeFrame`), then the node's
+    /// maximum.
+    var maxFrame: Int
 
     /// Bytes offered to each read at least.
     static let readChunk = 64 * 1024

@@ -6,19 +6,24 @@ import Foundation
 /// ```
 /// initiator                         acceptor
 ///   preamble, Hello(node, nA)   ─►
-///                               ◄─  preamble, Challenge(node, nB, macB)
+///                               ◄─  preamble, Challenge(node, nB)
 ///   Proof(macA)                 ─►
-///                               ◄─  Accept            (or Reject(reason))
+///                               ◄─  Accept(macB)      (or Reject(reason))
 /// ```
 ///
-/// `macB = HMAC(secret, "oscar-acceptor" | nA | nB | uidA | uidB)` proves the
-/// acceptor knows the secret; `macA` likewise with "oscar-initiator". The
-/// secret never crosses the wire, and fresh nonces on both sides make a
-/// recorded handshake useless. Whoever detects a problem sends `Reject` with a
-/// reason and logs it; the other side logs the reason it receives.
+/// `macA = HMAC(secret, "oscar-initiator" | nA | nB | uidA | uidB)` proves the
+/// initiator knows the secret; `macB` likewise with "oscar-acceptor". The
+/// initiator proves first, so a client that merely connects gets no MAC it
+/// could test guesses of the secret against offline: the acceptor's MAC comes
+/// only after the initiator's has checked out. (A node that dials an impostor
+/// does give it one MAC; that is why secrets must be long enough that an
+/// offline guess is hopeless, and why TLS is the answer to a man in the
+/// middle.) The secret never crosses the wire, and fresh nonces on both sides
+/// make a recorded handshake useless. Whoever detects a problem sends `Reject`
+/// with a reason and logs it; the other side logs the reason it receives.
 struct Handshake {
     static let magic: [UInt8] = Array("OSCR".utf8)
-    static let version: UInt16 = 1
+    static let version: UInt16 = 2
     static var preamble: [UInt8] { magic + [UInt8(version >> 8), UInt8(version & 0xff)] }
 
     enum Role { case initiator, acceptor }
@@ -33,10 +38,13 @@ struct Handshake {
 
     // Nonces and MACs are `Data`, so they travel as CBOR byte strings.
     struct Hello: Codable { var node: NodeAddress; var nonce: Data }
-    struct Challenge: Codable { var node: NodeAddress; var nonce: Data; var mac: Data }
+    struct Challenge: Codable { var node: NodeAddress; var nonce: Data }
     struct Proof: Codable { var mac: Data }
     struct Reject: Codable { var reason: String }
-    struct Accept: Codable {}
+    struct Accept: Codable { var mac: Data }
+
+    /// Said when a MAC does not check out.
+    static let authenticationFailure = "authentication failed: the peer does not have our cluster secret"
 
     enum State { case start, awaitingChallenge, awaitingHello, awaitingProof, awaitingAccept, done }
 
@@ -47,6 +55,9 @@ struct Handshake {
     private var localNonce: [UInt8]
     private var peerNonce: [UInt8] = []
     private(set) var peer: NodeAddress?
+    /// The handshake failed because a MAC was wrong: worth counting and
+    /// logging with the peer's address, since it may be someone guessing.
+    private(set) var authenticationFailed = false
 
     init(role: Role, local: NodeAddress, secret: [UInt8], nonce: [UInt8]) {
         self.role = role
@@ -98,28 +109,30 @@ struct Handshake {
                 peer = hello.node
                 peerNonce = Array(hello.nonce)
                 state = .awaitingProof
-                let challenge = Challenge(node: local, nonce: Data(localNonce), mac: Data(mac("oscar-acceptor")))
-                return [.send(.challenge, encode(challenge))]
+                return [.send(.challenge, encode(Challenge(node: local, nonce: Data(localNonce))))]
             case (.awaitingChallenge, .challenge):
                 let challenge = try CBORDecoder().decode(Challenge.self, from: payload)
                 guard challenge.nonce.count == 32 else { return fail("the peer's nonce is not 32 bytes") }
                 peer = challenge.node
                 peerNonce = Array(challenge.nonce)
-                guard HMAC.equal(Array(challenge.mac), mac("oscar-acceptor")) else {
-                    return fail("authentication failed: the peer does not have our cluster secret")
-                }
                 state = .awaitingAccept
                 return [.send(.proof, encode(Proof(mac: Data(mac("oscar-initiator")))))]
             case (.awaitingProof, .proof):
                 let proof = try CBORDecoder().decode(Proof.self, from: payload)
-                guard HMAC.equal(Array(proof.mac), mac("oscar-initiator")) else {
-                    return fail("authentication failed: the peer does not have our cluster secret")
+                guard HMAC.equal(Array(proof.mac), mac("oscar-initiator")), let peer else {
+                    authenticationFailed = true
+                    return fail(Self.authenticationFailure)
                 }
                 state = .done
-                return [.send(.accept, encode(Accept())), .established(peer!)]
+                return [.send(.accept, encode(Accept(mac: Data(mac("oscar-acceptor"))))), .established(peer)]
             case (.awaitingAccept, .accept):
+                let accept = try CBORDecoder().decode(Accept.self, from: payload)
+                guard HMAC.equal(Array(accept.mac), mac("oscar-acceptor")), let peer else {
+                    authenticationFailed = true
+                    return fail(Self.authenticationFailure)
+                }
                 state = .done
-                return [.established(peer!)]
+                return [.established(peer)]
             default:
                 return fail("unexpected \(kind) frame during the handshake")
             }

@@ -1,14 +1,20 @@
 /// The reply side of an ask that came from another node: the reaction's
-/// outcome is encoded and sent back with the ask's correlation id.
+/// outcome is encoded and sent back with the ask's correlation id, on the
+/// connection the ask came on (correlation ids are per connection).
 final class RemoteReply: ReplyTarget, @unchecked Sendable {
     private let association: Association
+    private let connection: Connection
     private let correlation: UInt64
+    /// The lane the ask came on: a system actor's reply is system traffic.
+    private let lane: Association.Lane
     private let loop: EventLoop
 
-    init(association: Association, correlation: UInt64) {
+    init(association: Association, connection: Connection, correlation: UInt64, lane: Association.Lane) {
         self.association = association
+        self.connection = connection
         self.correlation = correlation
-        self.loop = EventLoop.current!
+        self.lane = lane
+        self.loop = connection.loop
     }
 
     /// The asker runs the timeout; nothing to arm here.
@@ -16,12 +22,14 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
     func waitOn(_ table: any PendingAskTable, correlation: UInt64) {}
 
     func succeed<R: Encodable & Sendable>(_ value: R) {
-        let association = self.association
-        let correlation = self.correlation
+        let (association, connection, correlation, lane) = (
+            self.association, self.connection, self.correlation, self.lane
+        )
         if loop.inEventLoop {
             // On the connection's loop: encode straight into the outbound batch.
             do {
-                try association.sendOutcome(.reply, correlation: correlation) { out throws(CBORError) in
+                try association.sendOutcome(.reply, correlation: correlation, on: connection, lane: lane) {
+                    out throws(CBORError) in
                     try CBOREncoder().encode(value, appendingTo: &out, using: association.encoding)
                 }
             } catch {
@@ -45,9 +53,13 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
     }
 
     private func send(_ kind: WireKind, _ payload: [UInt8]) {
-        let (association, correlation) = (self.association, self.correlation)
+        let (association, connection, correlation, lane) = (
+            self.association, self.connection, self.correlation, self.lane
+        )
         let append: @Sendable () -> Void = {
-            try? association.sendOutcome(kind, correlation: correlation) { $0.append(contentsOf: payload) }
+            try? association.sendOutcome(kind, correlation: correlation, on: connection, lane: lane) {
+                $0.append(contentsOf: payload)
+            }
         }
         if loop.inEventLoop { append() } else { loop.execute(append) }
     }

@@ -46,9 +46,13 @@ public enum TransportError: Error, Hashable, CustomStringConvertible {
     case invalidAddress(String)
     case bindFailed(String, String)
     case unresolvable(String, String)
+    /// The cluster secret is shorter than the minimum (bytes, minimum).
+    case secretTooShort(Int, minimum: Int)
 
     public var description: String {
         switch self {
+        case .secretTooShort(let n, let minimum):
+            "the cluster secret has \(n) bytes; at least \(minimum) are needed, or a captured handshake lets anyone guess it offline (`oscar secret` prints a random one)"
         case .invalidAddress(let a): "'\(a)' is not an IPv4 address and port"
         case .bindFailed(let a, let why): "cannot listen on \(a): \(why)"
         case .unresolvable(let host, let why): "cannot resolve '\(host)': \(why)"

@@ -13,7 +13,15 @@ import Synchronization
 final class Transport: RemoteNetwork, @unchecked Sendable {
     struct Settings: Sendable {
         var maxFrameSize = 4 << 20
+        /// The largest frame a peer may send before its handshake is done.
+        /// Handshake frames are under 200 bytes.
+        var maxHandshakeFrame = 4096
         var outboundCapacity = 64 << 20
+        /// Inbound connections open at once; beyond it new ones are closed on
+        /// arrival (see `ConnectionLimits`).
+        var maxInboundConnections = ConnectionLimits.defaultInbound
+        /// Inbound connections still in their handshake at once.
+        var maxHandshakingConnections = ConnectionLimits.defaultHandshaking
         var handshakeTimeout: Duration = .seconds(5)
         var reconnectBackoffMin: Duration = .milliseconds(100)
         var reconnectBackoffMax: Duration = .seconds(5)
@@ -38,6 +46,17 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     }
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
     private var connections: [ObjectIdentifier: Connection] = [:]
+    /// Open inbound connections, and those of them still in their handshake.
+    private var inbound = 0
+    private var handshaking = 0
+    /// Log lines about what unauthenticated peers cause, at most about one
+    /// a second each (see `ThrottledLog`).
+    private(set) lazy var refusals = ThrottledLog(loop: ioLoop, what: "connections refused") {
+        Log.shared.warning($0)
+    }
+    private(set) lazy var handshakeFailures = ThrottledLog(loop: ioLoop, what: "failed handshakes") {
+        Log.shared.warning($0)
+    }
 
     init(system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats()) {
         // A peer closing mid-write must be an error on that connection, not
@@ -74,8 +93,29 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     }
 
     fileprivate func accept(from server: UnsafeMutablePointer<uv_stream_t>) {
+        if inbound >= settings.maxInboundConnections || handshaking >= settings.maxHandshakingConnections {
+            refuse(from: server)
+            return
+        }
         let conn = Connection(transport: self, initiator: false)
-        if conn.accept(from: server) { connections[ObjectIdentifier(conn)] = conn }
+        guard conn.accept(from: server) else { return }
+        connections[ObjectIdentifier(conn)] = conn
+        inbound += 1
+        handshaking += 1
+    }
+
+    /// Accepts and at once closes a connection over a limit, so it neither
+    /// waits in the kernel's backlog nor holds a descriptor; logged (see `refusals`)
+    /// and counted.
+    private func refuse(from server: UnsafeMutablePointer<uv_stream_t>) {
+        let tcp = UVHandle.allocate(uv_tcp_t.self, on: ioLoop)
+        uv_tcp_init(ioLoop.uvLoopPointer, tcp)
+        _ = uv_accept(server, UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self))
+        UVHandle.close(tcp)
+        stats.add(.connectionsRefused)
+        refusals.note(
+            "refused a connection: \(inbound) inbound open (limit \(settings.maxInboundConnections)), \(handshaking) in their handshake (limit \(settings.maxHandshakingConnections))"
+        )
     }
 
     // MARK: - Associations
@@ -106,6 +146,7 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
 
     func established(_ conn: Connection, peer: NodeAddress) {
         connections[ObjectIdentifier(conn)] = conn
+        if !conn.isInitiator { handshaking -= 1 }
         association(for: peer).adopt(conn, peer: peer)
     }
 
@@ -115,6 +156,10 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     }
 
     func closed(_ conn: Connection, reason: String) {
+        if !conn.isInitiator, connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
+            inbound -= 1
+            if !conn.wasEstablished { handshaking -= 1 }
+        }
         connections.removeValue(forKey: ObjectIdentifier(conn))
         // A retired duplicate ending is expected, not a lost connection.
         if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
@@ -134,6 +179,8 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
             for association in associations.withLock({ Array($0.values) }) { association.shutdown() }
             for conn in connections.values { conn.close("shutting down") }
             connections.removeAll()
+            inbound = 0
+            handshaking = 0
             if let listener { UVHandle.close(listener) }
             listener = nil
             done.signal()

@@ -1,0 +1,196 @@
+import Foundation
+import Glibc
+import OscarTestSupport
+import Testing
+
+@testable import Oscar
+
+/// A reply much larger than its ask, to make replies that do not fit a frame
+/// or fill a peer's queue quickly.
+struct Inflate: Message {
+    typealias Reply = String
+    var text: String
+    var times: Int
+}
+
+final class InflateActor: Reactor {
+    static func reactions(_ r: inout Reactions<InflateActor>) {
+        r.on(Inflate.self, result: { _, m in String(repeating: m.text, count: min(max(m.times, 0), 64)) })
+    }
+}
+
+/// What a peer controls is bounded: frames before authentication,
+/// connections, replies it does not read, and which connection a reply goes to.
+@Suite(.serialized, .timeLimit(.minutes(5))) struct PeerBoundsTests {
+    static func node(
+        _ configure: (inout ClusterNode.Settings) -> Void = { _ in }
+    ) throws -> ClusterNode {
+        var settings = ClusterNode.Settings(port: 0, secret: "a-long-cluster-secret", loopCount: 2)
+        configure(&settings)
+        return try ClusterNode(settings: settings) { actors in
+            actors.singleton("ping") { PingActor() }
+            actors.singleton("inflate") { InflateActor() }
+        }
+    }
+
+    /// An ask frame, built by hand as a client in another language would.
+    static func askFrame<M: Message>(_ message: M, to path: String, correlation: UInt64) throws -> [UInt8] {
+        var frame: [UInt8] = []
+        let payload = try CBOREncoder().encode(message)
+        WireEnvelope.append(
+            to: &frame, kind: .ask, correlation: correlation, recipient: path, manifest: M.manifest
+        ) { $0.append(contentsOf: payload) }
+        return frame
+    }
+
+    /// The next reply frame's correlation id and decoded value.
+    static func readReply<R: Decodable>(_ peer: RawPeer, as: R.Type) throws -> (UInt64, R)? {
+        guard let (kind, rest) = peer.readFrame(), kind == .reply else { return nil }
+        let body = [kind.rawValue] + rest
+        return try body.withUnsafeBytes { frame in
+            let envelope = try WireEnvelope.parse(frame)
+            let payload = Array(UnsafeRawBufferPointer(rebasing: frame[envelope.payload]))
+            return (envelope.correlation, try CBORDecoder().decode(R.self, from: payload))
+        }
+    }
+
+    @Test func beforeTheHandshakeOnlySmallFramesAreAccepted() async throws {
+        let b = try Self.node()
+        defer { b.shutdown() }
+        let port = b.address.port
+        try await offThePool {
+            let peer = try RawPeer(port: port)
+            peer.send(Handshake.preamble)
+            peer.send([0x00, 0x10, 0x00, 0x00, WireKind.hello.rawValue])  // announces 1 MiB before any proof
+            #expect(peer.read(6) == Handshake.preamble)
+            #expect(peer.closedByPeer())
+        }
+        let a = try Self.node()
+        defer { a.shutdown() }
+        #expect(try await a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!.ask(Ping(n: 3)).n == 3)
+    }
+
+    @Test func connectionsOverTheHandshakeLimitAreRefusedCountedAndTheNodeServesOn() async throws {
+        let b = try Self.node { $0.maxHandshakingConnections = 4 }
+        defer { b.shutdown() }
+        let port = b.address.port
+        let idle = try await offThePool { () -> [RawPeer] in
+            // Each of these is accepted (the node speaks first) and then sits
+            // in its handshake, holding a slot.
+            let idle = try (0..<4).map { _ in try RawPeer(port: port) }
+            for peer in idle { #expect(peer.read(6) == Handshake.preamble) }
+            let refused = try RawPeer(port: port)
+            #expect(refused.read(6) == nil)  // closed on arrival, before the preamble
+            return idle
+        }
+        #expect(b.stats.value(.connectionsRefused) >= 1)
+        withExtendedLifetime(idle) {}  // closed here: their slots free up
+        let a = try Self.node()
+        defer { a.shutdown() }
+        let ping = a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!
+        let answered = await eventually(timeout: .seconds(20)) {
+            (try? await ping.ask(Ping(n: 9), timeout: .seconds(2)).n) == 9
+        }
+        #expect(answered)
+    }
+
+    @Test func aPeerThatAsksAndStopsReadingIsCutOff() async throws {
+        let b = try Self.node { $0.outboundCapacity = 256 << 10 }
+        defer { b.shutdown() }
+        let port = b.address.port
+        let stats = b.stats
+        try await offThePool {
+            let peer = try RawPeer(port: port, receiveBuffer: 4096)
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            // 64 KiB replies that this peer never reads: the node must stop
+            // holding them at its bound, not grow.
+            let ask = try Self.askFrame(
+                Inflate(text: String(repeating: "x", count: 1024), times: 64), to: "/user/inflate", correlation: 1)
+            let deadline = ContinuousClock.now + .seconds(60)
+            while stats.value(.peersCutOff) == 0, ContinuousClock.now < deadline {
+                peer.send(ask)
+                if peer.sendFailed { break }
+            }
+        }
+        #expect(await eventually(timeout: .seconds(10)) { stats.value(.peersCutOff) == 1 })
+        let a = try Self.node()
+        defer { a.shutdown() }
+        #expect(try await a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!.ask(Ping(n: 4)).n == 4)
+    }
+
+    @Test func aReplyTooLargeForAFrameFailsThatAskNotTheConnection() async throws {
+        let gate = Gate()
+        let b = try ClusterNode(
+            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10)
+        ) {
+            actors in
+            actors.singleton("ping") { PingActor(gate: gate) }
+            actors.singleton("inflate") { InflateActor() }
+        }
+        let a = try ClusterNode(
+            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10))
+        defer { shutDown(a, b) }
+        let base = "oscar://127.0.0.1:\(b.address.port)/user"
+        // An ask in flight on the same connection, answered only later.
+        let slow = Task { try await a.system.ref("\(base)/ping")!.ask(Slow(), timeout: .seconds(30)) }
+        #expect(await eventually(timeout: .seconds(10)) { gate.waiting })
+        do {
+            _ = try await a.system.ref("\(base)/inflate")!.ask(
+                Inflate(text: String(repeating: "y", count: 40 * 1024), times: 4), timeout: .seconds(10))
+            Issue.record("a 160 KiB reply arrived over a 64 KiB frame limit")
+        } catch {
+            guard case .messageTooLarge(let bytes, let limit) = error else {
+                Issue.record("expected messageTooLarge, got \(error)")
+                return
+            }
+            #expect(bytes > 160 * 1024 && limit == 64 << 10)
+        }
+        gate.open()
+        #expect(try await slow.value == 1)  // the connection survived
+    }
+
+    @Test func twoClientsAdvertisingTheSameAddressEachGetTheirOwnReplies() async throws {
+        let b = try Self.node()
+        defer { b.shutdown() }
+        let port = b.address.port
+        try await offThePool {
+            // Both claim 127.0.0.1:1; each is its own incarnation (uid).
+            let first = try RawPeer(port: port)
+            #expect(first.handshake(secret: "a-long-cluster-secret"))
+            let second = try RawPeer(port: port)
+            #expect(second.handshake(secret: "a-long-cluster-secret"))
+            first.send(try Self.askFrame(Ping(n: 1), to: "/user/ping", correlation: 1))
+            second.send(try Self.askFrame(Ping(n: 2), to: "/user/ping", correlation: 1))
+            let toFirst = try Self.readReply(first, as: Pong.self)
+            let toSecond = try Self.readReply(second, as: Pong.self)
+            #expect(toFirst?.0 == 1 && toFirst?.1.n == 1)
+            #expect(toSecond?.0 == 1 && toSecond?.1.n == 2)
+        }
+    }
+
+    /// Membership, heartbeats and other system traffic take the control
+    /// lane: with no room at all for user frames, the cluster still forms
+    /// and system asks are answered, while user asks are refused.
+    @Test func aFullUserQueueNeverStopsSystemTraffic() async throws {
+        let a = try Self.node { $0.outboundCapacity = 0 }
+        let b = try Self.node {
+            $0.seeds = [a.address]
+            $0.outboundCapacity = 0
+        }
+        defer { shutDown(a, b) }
+        let formed = await eventually(timeout: .seconds(30)) {
+            let view = try? await a.membership(of: b.address, timeout: .seconds(2))
+            return view?.members.filter { $0.status == .up }.count == 2
+        }
+        #expect(formed)
+        do {
+            _ = try await a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!.ask(Ping(n: 1))
+            Issue.record("a user ask went out with no room for user frames")
+        } catch {
+            guard case .outboundFull = error else {
+                Issue.record("expected outboundFull, got \(error)")
+                return
+            }
+        }
+    }
+}
