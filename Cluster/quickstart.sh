@@ -8,7 +8,7 @@ source Cluster/scripts/bootstrap.sh
 oscar_bootstrap
 swift build -c release
 oscar=.build/release/oscar
-export OSCAR_SECRET=${OSCAR_SECRET:-quickstart-secret}
+export OSCAR_SECRET=${OSCAR_SECRET:-$($oscar secret)}
 dir=$(mktemp -d)/cluster
 trap '$oscar cluster down --dir "$dir" >/dev/null 2>&1 || true' EXIT
 

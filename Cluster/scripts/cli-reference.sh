@@ -4,8 +4,10 @@
 # fails when the two differ.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-swift build >/dev/null
-help=$(.build/debug/oscar help)
+# OSCAR_BUILD_PATH: a build directory other than .build.
+build=${OSCAR_BUILD_PATH:-.build}
+swift build --build-path "$build" >/dev/null
+help=$("$build/debug/oscar" help)
 python3 - "$help" <<'PY'
 import sys, re
 help_text = sys.argv[1]

@@ -14,6 +14,9 @@ static inline void oscar_stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOL
 /// Names the calling thread (visible in top, perf and gdb); at most 15 bytes are kept.
 static inline void oscar_set_thread_name(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 
+/// Has the kernel send `sig` to the caller when the thread that started it ends.
+static inline void oscar_set_parent_death_signal(int sig) { prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0); }
+
 /// Writing to a socket the peer has closed raises SIGPIPE, which by default
 /// kills the process; libuv leaves it to the application. A node must take
 /// that as an ordinary write error (EPIPE) instead.

@@ -8,7 +8,9 @@ import Oscar
 /// child `oscar bench serve`, started fresh for the workload. Start-up and
 /// connection set-up are not timed.
 enum BenchCommand {
-    static let secret = "oscar-bench"
+    /// Fixed, so `--connect` can reach a separately started `bench serve`;
+    /// a benchmark node is on 127.0.0.1 for one run and carries no data.
+    static let secret = "oscar-bench-local-only"
 
     static func run(_ args: inout Arguments) async throws(CLIError) {
         guard let workload = args.positionals.first else {
@@ -41,6 +43,10 @@ enum BenchCommand {
             try args.rejectUnknownOptions()
             for w in ["w1", "w2", "w3"] { try await remote(w, connectTo: 0, spin: spin) }
             try await report { try await LocalTellBenchmark.run() }
+        case "flood":
+            let seconds = try args.int("seconds", default: 60, range: 1...3600)
+            try args.rejectUnknownOptions()
+            try await report { try await FloodBenchmark.run(seconds: seconds, secret: secret) }
         case "serve":
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
@@ -52,7 +58,7 @@ enum BenchCommand {
                 throw .failed("\(error)")
             }
         default:
-            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, pool, serve")
+            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, pool, flood, serve")
         }
     }
 

@@ -60,7 +60,7 @@ final class ChaosRun {
         nodes = (0..<count).map { i in
             Node(index: i, address: NodeAddress(host: hosts[i], port: base + i), httpPort: base + 1000 + i)
         }
-        secret = "chaos-\(seed)-\(getpid())"
+        secret = try ClusterSecret.generate()
         // The stream's ends keep no durable state: never killed, always on
         // the majority side.
         let protected: Set<Int> = count >= 3 ? [count - 2, count - 1] : []

@@ -2,10 +2,13 @@ import Glibc
 import Oscar
 
 /// `oscar cluster up|status|down|logs|add|kill`: a local cluster of real node
-/// processes, kept in a directory (pid and port of each node, one log each).
+/// processes, kept in a directory (pid and port of each node, one log each,
+/// and the cluster secret in `DIR/secret`, mode 0600, which the other
+/// subcommands and `--dir` of any command read).
 enum ClusterCommand {
-    /// What `cluster up` started, in `DIR/cluster.json` (mode 0600: it holds
-    /// the secret, which the other subcommands need to reach the nodes).
+    /// What `cluster up` started, in `DIR/cluster.json`. With supervision
+    /// (the default) a node's pid is its supervisor's; the node's own pid
+    /// and restart count are in `DIR/node-PORT.supervisor.json`.
     struct State: Codable {
         struct Node: Codable {
             var port: Int
@@ -13,8 +16,9 @@ enum ClusterCommand {
             var httpPort: Int?
         }
         var host: String
-        var secret: String
         var httpBasePort: Int?
+        /// Nil in a directory written before supervision: not supervised.
+        var supervised: Bool?
         var nodes: [Node]
 
         func address(_ node: Node) -> NodeAddress { NodeAddress(host: host, port: node.port) }
@@ -48,13 +52,23 @@ enum ClusterCommand {
             return n
         }
         let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
-        let secret = NetworkCommands.secret(&args)
+        let supervised = !args.has("no-supervise")
+        // A secret given (flag, then environment) is the cluster's; else a new random one.
+        var given = try ClusterSecret.fromFlags(&args)
+        if given == nil { given = try ClusterSecret.fromEnvironment() }
         try args.rejectUnknownOptions()
         if let existing = readState(dir), existing.nodes.contains(where: { isRunning($0) }) {
             throw .failed("a cluster is already running in \(dir); run 'oscar cluster down' first")
         }
         try makeDirectory(dir)
-        var state = State(host: "127.0.0.1", secret: secret, httpBasePort: httpBase, nodes: [])
+        let secretFile = ClusterSecret.file(inClusterDirectory: dir)
+        let secret: String
+        if let given { secret = given } else { secret = try ClusterSecret.generate() }
+        try ClusterSecret.write(secret, to: secretFile)
+        if given == nil {
+            print("a new random cluster secret is in \(secretFile); commands given --dir \(dir) use it")
+        }
+        var state = State(host: "127.0.0.1", httpBasePort: httpBase, supervised: supervised, nodes: [])
         let seed = NodeAddress(host: state.host, port: basePort)
         for i in 0..<count {
             let port = basePort + i
@@ -89,8 +103,12 @@ enum ClusterCommand {
         var arguments = ["node", "--port", "\(port)", "--bind-host", state.host, "--loops", "1"]
         if !seeds.isEmpty { arguments += ["--seeds", seeds.map(\.description).joined(separator: ",")] }
         if let httpPort { arguments += ["--http-port", "\(httpPort)"] }
+        if state.supervised == true { arguments += ["--supervise", "--state-file", supervisorPath(dir, port)] }
+        // The secret by file, so it is in no process's environment or arguments.
         let pid = try LocalProcesses.spawnDetached(
-            arguments, log: logPath(dir, port), extraEnvironment: ["OSCAR_SECRET": state.secret])
+            arguments, log: logPath(dir, port),
+            extraEnvironment: ["OSCAR_SECRET_FILE": absolute(ClusterSecret.file(inClusterDirectory: dir))],
+            removing: ["OSCAR_SECRET"])
         return State.Node(port: port, pid: pid, httpPort: httpPort)
     }
 
@@ -100,7 +118,7 @@ enum ClusterCommand {
     /// be in the views until the failure detector and downing remove it: the
     /// table shows it, and a line after it says so.
     static func awaitConvergence(_ state: State, dir: String, timeout: Duration) async throws(CLIError) {
-        let client = try Client(secret: state.secret)
+        let client = try Client(dir: dir)
         defer { client.node.shutdown() }
         let clock = ContinuousClock()
         let start = clock.now
@@ -160,11 +178,11 @@ enum ClusterCommand {
         let running = state.nodes.filter(isRunning)
         let gone = state.nodes.filter { !isRunning($0) }
         if let first = running.first {
-            let client = try Client(secret: state.secret)
+            let client = try Client(dir: dir)
             defer { client.node.shutdown() }
             do {
-                print(
-                    MembersTable.text(try await client.node.membership(of: state.address(first), timeout: .seconds(3))))
+                let view = try await client.node.membership(of: state.address(first), timeout: .seconds(3))
+                print(withRestarts(MembersTable.text(view), restarts(state, dir)))
             } catch {
                 print("\(state.address(first)) did not answer: \(error)")
             }
@@ -200,6 +218,8 @@ enum ClusterCommand {
             try? await Task.sleep(for: .milliseconds(20))  // the next check
         }
         unlink(statePath(dir))
+        unlink(ClusterSecret.file(inClusterDirectory: dir))
+        for node in state.nodes { unlink(supervisorPath(dir, node.port)) }
         print(
             "stopped \(running.count) node\(running.count == 1 ? "" : "s")"
                 + (stragglers.isEmpty
@@ -208,19 +228,40 @@ enum ClusterCommand {
         if stragglers.contains(where: isRunning) { throw .failed("some nodes are still running") }
     }
 
+    /// SIGKILL (or with `--graceful` SIGTERM) to the node's process, which
+    /// under supervision is its supervisor: the node dies with it (its
+    /// parent-death signal) or leaves when it forwards SIGTERM. `--crash`
+    /// kills the node alone, as a trap would, and its supervisor restarts it.
     static func killNode(_ args: inout Arguments, dir: String) async throws(CLIError) {
         let graceful = args.has("graceful")
-        guard args.positionals.count == 2 else { throw .usage("usage: oscar cluster kill PORT [--graceful]") }
+        let crash = args.has("crash")
+        guard args.positionals.count == 2, !(graceful && crash) else {
+            throw .usage("usage: oscar cluster kill PORT [--graceful | --crash]")
+        }
         try args.rejectUnknownOptions()
         let state = try existingState(dir)
         let node = try find(args.positionals[1], in: state)
         guard isRunning(node) else { throw .failed("\(state.address(node)) is not running") }
+        let child = NodeSupervisor.readState(supervisorPath(dir, node.port)).flatMap { $0.pid > 0 ? $0.pid : nil }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(15)
+        if crash {
+            guard state.supervised == true, let child else {
+                throw .failed("\(state.address(node)) is not supervised: --crash needs a supervisor to restart it")
+            }
+            LocalProcesses.signal(child, SIGKILL)
+            while clock.now < deadline, LocalProcesses.isNode(pid: child, port: node.port) {
+                try? await Task.sleep(for: .milliseconds(20))  // the next check
+            }
+            print("crashed \(state.address(node)) (node pid \(child)); its supervisor restarts it")
+            return
+        }
         LocalProcesses.signal(node.pid, graceful ? SIGTERM : SIGKILL)
         try makeDirectory(dir)
         _ = FileStream.append(killedPath(dir, node.port), "\(node.pid)\n")
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(15)
-        while clock.now < deadline, isRunning(node) {
+        while clock.now < deadline,
+            isRunning(node) || child.map({ LocalProcesses.isNode(pid: $0, port: node.port) }) == true
+        {
             LocalProcesses.reapChildren()
             try? await Task.sleep(for: .milliseconds(20))  // the next check
         }
@@ -254,10 +295,13 @@ enum ClusterCommand {
 
     // MARK: - Helpers
 
-    /// A silent, one-loop client node to read the nodes' membership.
+    /// A silent, one-loop client node to read the nodes' membership, with
+    /// the secret of the cluster in `dir`.
     struct Client {
         let node: ClusterNode
-        init(secret: String) throws(CLIError) {
+        init(dir: String) throws(CLIError) {
+            let secret = try ClusterSecret.read(
+                file: ClusterSecret.file(inClusterDirectory: dir), from: "the cluster directory")
             Log.shared.level = .off
             do {
                 node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
@@ -286,6 +330,37 @@ enum ClusterCommand {
     static func statePath(_ dir: String) -> String { "\(dir)/cluster.json" }
     static func logPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).log" }
     static func killedPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).killed" }
+    static func supervisorPath(_ dir: String, _ port: Int) -> String { "\(dir)/node-\(port).supervisor.json" }
+
+    /// `path` from the root, so a child started elsewhere finds it too.
+    static func absolute(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        return String(cString: cwd) + "/" + path
+    }
+
+    /// Each supervised node's restart count, by address ("-": not supervised).
+    static func restarts(_ state: State, _ dir: String) -> [String: String] {
+        var out: [String: String] = [:]
+        for node in state.nodes {
+            out[state.address(node).description] =
+                NodeSupervisor.readState(supervisorPath(dir, node.port)).map { "\($0.restarts)" } ?? "-"
+        }
+        return out
+    }
+
+    /// The member table with a RESTARTS column from `restarts`.
+    static func withRestarts(_ table: String, _ restarts: [String: String]) -> String {
+        var lines = table.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let header = lines.firstIndex(where: { $0.hasPrefix("ADDRESS") }) else { return table }
+        let width = lines[header...].map(\.count).max() ?? 0
+        for i in lines.indices[header...] {
+            let address = String(lines[i].prefix { $0 != " " })
+            let cell = i == header ? "RESTARTS" : (restarts[address] ?? "-")
+            lines[i] += String(repeating: " ", count: width + 2 - lines[i].count) + cell
+        }
+        return lines.joined(separator: "\n")
+    }
 
     static func existingState(_ dir: String) throws(CLIError) -> State {
         guard let state = readState(dir) else {

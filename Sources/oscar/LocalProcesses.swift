@@ -1,4 +1,5 @@
 import CLibUV
+import Dispatch
 import Glibc
 
 /// Node processes on this machine: started detached, found again by pid, and
@@ -14,16 +15,18 @@ enum LocalProcesses {
     }
 
     /// Starts `arguments` with this executable, detached (its own session),
-    /// output appended to `log`, and `extraEnvironment` on top of ours.
-    /// Returns the pid.
+    /// output appended to `log`, and `extraEnvironment` on top of ours,
+    /// without the variables named in `removing`. Returns the pid.
     /// With a `launcher` (such as `ip netns exec NS`), that command runs
     /// this executable; it must exec it, so the pid stays the node's.
     static func spawnDetached(
-        _ arguments: [String], log: String, extraEnvironment: [String: String], launcher: [String] = []
+        _ arguments: [String], log: String, extraEnvironment: [String: String], removing: [String] = [],
+        launcher: [String] = []
     ) throws(CLIError)
         -> Int32
     {
         var environment = ProcessInfoLite.environment
+        for name in removing { environment[name] = nil }
         for (k, v) in extraEnvironment { environment[k] = v }
         let command = launcher + [executable] + arguments
         let argv = command.map { strdup($0) } + [nil]
@@ -32,6 +35,95 @@ enum LocalProcesses {
         let rc = oscar_spawn_detached(command[0], argv, envp, log)
         guard rc > 0 else { throw .failed("cannot start \(command[0]): \(String(cString: strerror(-rc)))") }
         return rc
+    }
+
+    /// Starts `arguments` with this executable as a supervised child: stdin
+    /// from /dev/null, stdout and stderr into the descriptors `out` and
+    /// `err`, no other descriptor, the usual dispositions for SIGINT,
+    /// SIGTERM, SIGHUP and SIGPIPE, and its own process group, so a
+    /// terminal's Ctrl-C reaches only the supervisor, which forwards it once.
+    /// Returns the pid.
+    static func spawnChild(
+        _ arguments: [String], environment: [String: String], stdout out: Int32, stderr err: Int32
+    ) throws(CLIError) -> Int32 {
+        let command = [executable] + arguments
+        let argv = command.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out, 1)
+        posix_spawn_file_actions_adddup2(&actions, err, 2)
+        posix_spawn_file_actions_addclosefrom_np(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t()
+        var defaults = sigset_t()
+        sigemptyset(&mask)
+        sigemptyset(&defaults)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
+        guard rc == 0 else { throw .failed("cannot start \(command[0]): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    /// A pipe whose ends are closed on exec (the child gets its end by dup2).
+    static func makePipe() throws(CLIError) -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        guard Glibc.pipe(&fds) == 0 else { throw .failed("pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
+    /// Runs `body` on a thread of its own. `oscar node --supervise` starts
+    /// its children from one, because a child's parent-death signal fires
+    /// when the *thread* that started it ends, and a pool thread may end
+    /// whenever it is idle.
+    static func onOwnThread(_ body: @escaping @Sendable () -> Void) {
+        final class Body: Sendable {
+            let run: @Sendable () -> Void
+            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        }
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Body(body)).toOpaque()
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                guard let raw else { return nil }
+                Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
+                return nil
+            }, context)
+        if rc == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
+        }
+    }
+
+    /// For a node started by `oscar node --supervise`: it is killed when
+    /// its supervisor ends, however that ends, so it never runs on
+    /// unsupervised (or holds its port against the next one). False when
+    /// the supervisor has already gone.
+    /// The setting belongs to the thread that makes it and lapses when that
+    /// thread ends, so a thread of its own makes it and stays, parked.
+    static func dieWithSupervisor(_ supervisor: Int32) -> Bool {
+        let set = DispatchSemaphore(value: 0)
+        onOwnThread {
+            oscar_set_parent_death_signal(SIGKILL)
+            set.signal()
+            while true { pause() }
+        }
+        set.wait()
+        return getppid() == supervisor
     }
 
     /// Runs a short command (network set-up) to completion, its output

@@ -4,20 +4,11 @@ import Oscar
 
 /// `oscar node`, `oscar tell`, `oscar ask`.
 enum NetworkCommands {
-    /// The secret from `--secret`, else `OSCAR_SECRET`, else the development
-    /// default (with a warning).
-    static func secret(_ args: inout Arguments) -> String {
-        if let s = args.option("secret") { return s }
-        if let s = ProcessInfoLite.environment["OSCAR_SECRET"], !s.isEmpty { return s }
-        return developmentSecret()
-    }
-
-    /// The shared development default, with a warning: fine on one machine,
-    /// never for a cluster others can reach.
-    static func developmentSecret() -> String {
-        FileStream.standardError.write(
-            "oscar: warning: no --secret or OSCAR_SECRET; using the development default secret\n")
-        return "oscar-development-secret"
+    /// The secret of a command that talks to a cluster: see
+    /// `ClusterSecret.forClient` for where it is found. There is no default.
+    static func secret(_ args: inout Arguments) throws(CLIError) -> String {
+        let dir = args.option("dir")
+        return try ClusterSecret.forClient(&args, dir: dir)
     }
 
     /// A duration option (`100us`, `500ms`, `2s`, `1m`); zero only when
@@ -52,7 +43,7 @@ enum NetworkCommands {
         let environment = ProcessInfoLite.environment
         var file: (path: String, text: String)?
         if let path = args.option("config") ?? environment["OSCAR_CONFIG"] {
-            guard let text = FileStream.readAll(path) else { throw .usage("cannot read config file '\(path)'") }
+            let text = try FileStream.read(path, atMost: NodeConfiguration.maxFileSize)
             file = (path, text)
         }
         try args.rejectUnknownOptions()
@@ -64,6 +55,7 @@ enum NetworkCommands {
     }
 
     static func node(_ args: inout Arguments) async throws(CLIError) {
+        let supervision = try NodeSupervisor.policy(&args)
         let chaos = try ChaosNodeOptions(&args)
         let resolved = try configuration(&args)
         let config = resolved.configuration
@@ -71,11 +63,23 @@ enum NetworkCommands {
             print(resolved.printed)
             return
         }
+        // Checked before anything starts (and by --check-config): a node
+        // without a usable secret cannot join anything.
+        let secret = try ClusterSecret.forNode(resolved)
         if args.has("check-config") {
             print("configuration is valid")
             return
         }
-        let secret = config.secret ?? developmentSecret()
+        if let supervision {
+            exit(
+                await NodeSupervisor.run(
+                    NodeSupervisor.childArguments(Array(CommandLine.arguments.dropFirst())), policy: supervision))
+        }
+        if let supervisor = ProcessInfoLite.environment["OSCAR_SUPERVISOR_PID"].flatMap({ Int32($0) }),
+            !LocalProcesses.dieWithSupervisor(supervisor)
+        {
+            throw .failed("the supervisor (pid \(supervisor)) has gone; not starting")
+        }
         Log.shared.level = config.logLevel
         let node: ClusterNode
         do {
@@ -110,12 +114,15 @@ enum NetworkCommands {
             Log.shared.warning("leaving the cluster: \(reason)")
             wake.yield(.removed)
         }
-        onSignals([SIGINT, SIGTERM]) { wake.yield(.signal($0)) }
+        // SIGHUP too: a closed terminal or a service manager's stop must
+        // not end a node without leaving (a config reload would need its own
+        // signal; none is reserved yet).
+        onSignals([SIGINT, SIGTERM, SIGHUP]) { wake.yield(.signal($0)) }
         var iterator = wakeups.makeAsyncIterator()
         if case .signal(let signal) = await iterator.next() {
             // A signal is a graceful leave: leaving, exiting, removed, so the
             // others never see this node unreachable. Bounded: 10 s at most.
-            Log.shared.info("received \(signal == SIGINT ? "SIGINT" : "SIGTERM"); leaving the cluster")
+            Log.shared.info("received \(NodeSupervisor.signalName(signal)); leaving the cluster")
             node.leave()
             let bound = Task {
                 try? await Task.sleep(for: .seconds(10))
@@ -175,7 +182,7 @@ enum NetworkCommands {
     /// A one-shot, silent client node and the `--node` it talks to.
     static func clusterClient(_ args: inout Arguments) throws(CLIError) -> (ClusterNode, NodeAddress) {
         let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
-        let secret = secret(&args)
+        let secret = try secret(&args)
         try args.rejectUnknownOptions()
         Log.shared.level = .off
         do {
@@ -224,7 +231,7 @@ enum NetworkCommands {
             throw .usage("\(error)")
         }
         let timeout = try duration(args.option("timeout") ?? "5s", option: "timeout")
-        let secret = secret(&args)
+        let secret = try secret(&args)
         try args.rejectUnknownOptions()
         // A one-shot client: its own connection events are not news.
         Log.shared.level = .off
@@ -244,42 +251,42 @@ enum NetworkCommands {
     static func ask(_ args: inout Arguments, json: Bool) async throws(CLIError) {
         let t = try target(&args, command: "ask")
         defer { t.node.shutdown() }
+        print(JSONBridge.json(from: try await send(t)))
+    }
+
+    /// `oscar tell` sends the message as an ask and discards the reply, so a
+    /// message the actor cannot take (no reaction for its type, a value it
+    /// cannot decode) fails as it does for `oscar ask`, instead of being
+    /// dropped at the far end while the command reports success. Like the
+    /// `Identify` round trip it replaces, it returns once the actor has
+    /// handled the message.
+    static func tell(_ args: inout Arguments) async throws(CLIError) {
+        let t = try target(&args, command: "tell")
+        defer { t.node.shutdown() }
+        _ = try await send(t)
+        print("sent \(t.manifest) to \(t.ref)")
+    }
+
+    /// The target's message, asked (or its function called); the reply, or
+    /// the failure with `askFailure`'s exit codes.
+    static func send(_ t: Target) async throws(CLIError) -> CBORValue {
         if t.manifest.hasPrefix(".") {
             guard case .array(let arguments) = t.value else {
                 throw .usage("the arguments of \(t.manifest) are a JSON array, such as '[\"Ada\"]' or '[]'")
             }
             do {
-                print(
-                    JSONBridge.json(
-                        from: try await t.ref.call(
-                            String(t.manifest.dropFirst()), arguments: arguments, timeout: t.timeout)))
+                return try await t.ref.call(String(t.manifest.dropFirst()), arguments: arguments, timeout: t.timeout)
             } catch let error as AskError {
                 throw askFailure(error)
             } catch {
                 throw .failed("\(error)")
             }
-            return
         }
         do {
-            let reply = try await t.ref.ask(manifest: t.manifest, value: t.value, timeout: t.timeout)
-            print(JSONBridge.json(from: reply))
+            return try await t.ref.ask(manifest: t.manifest, value: t.value, timeout: t.timeout)
         } catch {
             throw askFailure(error)
         }
-    }
-
-    static func tell(_ args: inout Arguments) async throws(CLIError) {
-        let t = try target(&args, command: "tell")
-        defer { t.node.shutdown() }
-        t.ref.tell(manifest: t.manifest, value: t.value)
-        // Delivery is FIFO per sender: once Identify is answered, the tell has
-        // arrived. Without this the process could exit before sending.
-        do {
-            _ = try await t.ref.ask(Identify(), timeout: t.timeout)
-        } catch {
-            throw askFailure(error)
-        }
-        print("sent \(t.manifest) to \(t.ref)")
     }
 
     /// Exit codes: 1 the actor or its node answered with an error, 3 timeout,

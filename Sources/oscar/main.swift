@@ -8,35 +8,47 @@ let usage = """
     oscar — distributed actors for Swift
 
     USAGE
-      oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--secret S]
-                       [--dir .oscar/cluster] [--timeout 30s]
-                                      start a local cluster of N node processes in the background
-                                      (pid and log of each in --dir); waits until it has converged
-      oscar cluster status [--dir D]  the member table, and nodes whose process is gone
+      oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--dir .oscar/cluster]
+                       [--timeout 30s] [--no-supervise] [--secret-file F | --secret S]
+                                      start a local cluster of N node processes in the background,
+                                      each under 'oscar node --supervise' (pid and log of each in
+                                      --dir, and DIR/secret: a new random secret unless one is
+                                      given); waits until it has converged
+      oscar cluster status [--dir D]  the member table with each node's restarts, and nodes whose
+                                      process is gone
       oscar cluster down [--grace 15s] [--dir D]
                                       every node leaves gracefully; stragglers are killed after --grace
       oscar cluster logs [PORT] [--lines 20] [--follow] [--dir D]
                                       the end of each node's log (or one node's)
       oscar cluster add [--dir D]     start one more node and wait until it is up
-      oscar cluster kill PORT [--graceful] [--dir D]
-                                      SIGKILL one node (SIGTERM with --graceful)
+      oscar cluster kill PORT [--graceful | --crash] [--dir D]
+                                      SIGKILL one node and its supervisor (SIGTERM with --graceful;
+                                      --crash: SIGKILL the node alone, and its supervisor restarts it)
       oscar node [SETTINGS] [--config FILE] [--print-config] [--check-config]
+                 [--supervise [--max-restarts 5] [--restart-window 60s] [--state-file F]]
                                       run a node hosting the demo actors (echo, counter, kv);
-                                      SIGINT/SIGTERM: leave the cluster gracefully, then stop.
+                                      SIGINT/SIGTERM/SIGHUP: leave the cluster gracefully, then stop.
                                       Settings come from flags, then OSCAR_* variables, then
-                                      --config (JSON), then defaults; see SETTINGS below
-      oscar members [--node host:port] [--json]
+                                      --config (JSON), then defaults; see SETTINGS below.
+                                      --supervise runs the node as a child and restarts it after a
+                                      crash (non-zero exit or a signal), 1 s later, doubling to 30 s;
+                                      it gives up after more than --max-restarts crashes within
+                                      --restart-window. --state-file: its pid and restart count
+      oscar members [--node host:port] [--json] [--dir D]
                                       the member table as that node sees it
-      oscar leave [--node host:port]  ask a node to leave the cluster gracefully
-      oscar down --member host:port [--node host:port]
+      oscar leave [--node host:port] [--dir D]
+                                      ask a node to leave the cluster gracefully
+      oscar down --member host:port [--node host:port] [--dir D]
                                       mark a member down (it is removed without leaving)
-      oscar ask URI Type JSON [--timeout 5s] [--secret S]
+      oscar ask URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D]
                                       ask an actor; prints the reply as JSON
-      oscar ask URI .function JSON-ARRAY [--timeout 5s] [--secret S]
+      oscar ask URI .function JSON-ARRAY [--timeout 5s] [--secret-file F | --secret S | --dir D]
                                       call a distributed actor's function by name, e.g.
                                       oscar ask oscar://127.0.0.1:7000/user/greeter .greet '["Ada"]'
-      oscar tell URI Type JSON [--secret S]
-                                      tell an actor (waits until it has arrived)
+      oscar tell URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D]
+                                      tell an actor; waits until it has handled the message, and
+                                      fails as ask does when it cannot (such as an unknown type)
+      oscar secret                    print a new random cluster secret (32 bytes, as hex)
       oscar health [--http 127.0.0.1:8080]
                                       GET /health on a node's management port; exit 0 when up
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
@@ -63,6 +75,9 @@ let usage = """
       oscar bench pool [--count 200000]
                                       asks over a cluster pool on 3 local nodes, 64 outstanding:
                                       leastBusy, then roundRobin
+      oscar bench flood [--seconds 60]
+                                      two members flood tells past the outbound bound:
+                                      counts unreachable events (goal 0) and dead letters
       oscar help | --help             this text
       oscar COMMAND --help            that command's lines of this text
       oscar version
@@ -74,8 +89,13 @@ let usage = """
     }.joined(separator: "\n"))
       --seed and --host are kept as short forms of --seeds and --bind-host.
 
-    URI is oscar://host:port/path, e.g. oscar://127.0.0.1:7000/user/echo. The secret
-    comes from --secret or the OSCAR_SECRET environment variable.
+    URI is oscar://host:port/path, e.g. oscar://127.0.0.1:7000/user/echo.
+
+    The cluster secret has no default and must be 16 bytes or more (a shorter one can be
+    guessed offline from one handshake). It comes from --secret-file or --secret, else the
+    secret file of --dir, else OSCAR_SECRET_FILE or OSCAR_SECRET, else .oscar/cluster/secret
+    when it exists ('oscar node': --secret-file or --secret, as any setting). A file keeps it
+    out of 'ps'. 'oscar secret' prints a new one.
 
     Exit codes: 0 success; 1 the command failed (the actor or its node answered with
     an error); 3 timeout; 4 node unreachable or connection refused; 64 bad arguments.
@@ -124,6 +144,8 @@ do throws(CLIError) {
         try await DemoCommand.run()
     case "node":
         try await NetworkCommands.node(&args)
+    case "secret":
+        try ClusterSecret.command(&args)
     case "members":
         try await NetworkCommands.members(&args, json: args.has("json"))
     case "leave":

@@ -70,7 +70,7 @@ import Testing
             #expect(service.command.first == "node", "\(service.name)")
             #expect(service.environment["OSCAR_SECRET"] == "from-the-operator", "the secret comes from the environment")
             #expect(service.environment["OSCAR_SEEDS"]?.contains("oscar-1:7000") == true, "a seed by service name")
-            #expect(service.lines.contains("restart: unless-stopped"), "\(service.name): restart policy")
+            #expect(service.lines.contains("restart: on-failure"), "\(service.name): restarted after a crash")
             #expect(service.lines.contains { $0.hasPrefix("ports:") && $0.contains(":8080") }, "\(service.name): ports")
             #expect(
                 service.lines.contains { $0.contains(#"["CMD", "oscar", "health", "--http", "127.0.0.1:8080"]"#) },

@@ -62,12 +62,20 @@ import Testing
                 ["ask", "\(base)/user/echo", "NoSuchType", "{}"], "e2e-cluster-secret-01", 1,
                 "no reaction for message type NoSuchType"
             ),
+            (
+                ["tell", "\(base)/user/echo", "NoSuchType", "{}"], "e2e-cluster-secret-01", 1,
+                "no reaction for message type NoSuchType"
+            ),
+            (["tell", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-cluster-secret-01", 1, "missing key 'text'"),
             (["ask", "\(base)/user/nobody", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 1, "no actor at"),
             (["ask", "\(base)/user/echo", "Echo", "{not json"], "e2e-cluster-secret-01", 64, "invalid JSON"),
             (["ask", "not-a-uri", "Echo", "{}"], "e2e-cluster-secret-01", 64, "is not an actor URI"),
             (["ask", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-cluster-secret-01", 1, "missing key 'text'"),
-            (["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 4, "unreachable"),
-            (["ask", "\(base)/user/echo", "Echo", #"{"text":"x"}"#], "not-the-secret", 4, "secret"),
+            (
+                ["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 4,
+                "unreachable"
+            ),
+            (["ask", "\(base)/user/echo", "Echo", #"{"text":"x"}"#], "not-the-cluster-secret", 4, "secret"),
         ]
         for c in cases {
             let r = try await OscarProcess.run(c.args, secret: c.secret)

@@ -27,10 +27,11 @@ final class OscarProcess {
     private let errPipe = Pipe()
 
     /// `launcher` runs `oscar` through another command, such as
-    /// `["/usr/sbin/ip", "netns", "exec", "ns1"]`.
+    /// `["/usr/sbin/ip", "netns", "exec", "ns1"]`. An empty `secret` sets no
+    /// `OSCAR_SECRET`; `directory` is the working directory.
     init(
         _ arguments: [String], secret: String = "e2e-cluster-secret-01", environment extra: [String: String] = [:],
-        launcher: [String] = []
+        launcher: [String] = [], directory: String? = nil
     ) throws {
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
@@ -40,9 +41,10 @@ final class OscarProcess {
             process.arguments = arguments
         }
         var env = ProcessInfo.processInfo.environment
-        env["OSCAR_SECRET"] = secret
+        env["OSCAR_SECRET"] = secret.isEmpty ? nil : secret
         env.merge(extra) { $1 }
         process.environment = env
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardOutput = outPipe
         process.standardError = errPipe
         let (so, se) = (stdout, stderr)
@@ -75,11 +77,12 @@ final class OscarProcess {
     /// code and output.
     static func run(
         _ arguments: [String], secret: String = "e2e-cluster-secret-01", environment: [String: String] = [:],
-        launcher: [String] = [], timeout: Duration = .seconds(20)
+        launcher: [String] = [], directory: String? = nil, timeout: Duration = .seconds(20)
     ) async throws
         -> (status: Int32, stdout: String, stderr: String)
     {
-        let p = try OscarProcess(arguments, secret: secret, environment: environment, launcher: launcher)
+        let p = try OscarProcess(
+            arguments, secret: secret, environment: environment, launcher: launcher, directory: directory)
         if !(await p.exited(within: timeout)) {
             p.process.terminate()
             _ = await p.exited(within: .seconds(10))

@@ -45,4 +45,45 @@ import Testing
         #expect(failure([:], file: ("n.json", "{"))?.reason.contains("not valid JSON") == true)
         #expect(failure(["bind-host": "0.0.0.0", "advertised-host": "oscar-1", "seeds": "oscar-1:7000"]) == nil)
     }
+
+    static func failure(file text: String) -> ConfigurationError? {
+        do {
+            _ = try NodeConfiguration.resolve(flags: [:], environment: [:], file: ("n.json", text))
+            return nil
+        } catch { return error }
+    }
+
+    @Test func aKeyGivenTwiceInTheFileIsRefusedByName() {
+        let twice = Self.failure(file: #"{"port": 7100, "roles": "a", "port": 7200}"#)
+        #expect(twice?.key == "port" && twice?.source == "n.json", "\(String(describing: twice))")
+        #expect(twice?.description.contains("given twice") == true)
+        // Equal once unescaped, and at any position.
+        #expect(Self.failure(file: #"{"roles": "a", "log-level": "info", "r\u006fles": "b"}"#)?.key == "roles")
+        #expect(Self.failure(file: #"{"port": 7100, "roles": "a"}"#) == nil)
+    }
+
+    @Test func aConfigFileOverTheMaximumIsRefusedAtTheLimit() {
+        let padding = { (n: Int) in "{\"port\": 7100" + String(repeating: " ", count: n) + "}" }
+        let exact = padding(NodeConfiguration.maxFileSize - padding(0).utf8.count)
+        #expect(exact.utf8.count == NodeConfiguration.maxFileSize)
+        #expect(Self.failure(file: exact) == nil)
+        let over = Self.failure(file: exact + " ")
+        #expect(over?.key == "config" && over?.reason.contains("maximum of 1048576 bytes") == true)
+    }
+
+    @Test func rolesWithControlCharactersAreRefused() {
+        for bad in ["a\u{0}", "a\nb", "\u{7f}", "x,\t"] {
+            #expect(Self.failureOf(flags: ["roles": bad])?.key == "roles", "\(bad.debugDescription)")
+        }
+        // Quotes and backslashes are fine: JSON output escapes them.
+        #expect(Self.failureOf(flags: ["roles": #"q"uote,back\slash,水"#]) == nil)
+        #expect(Self.failure(file: #"{"roles": ["ok", "n\u0001"]}"#)?.key == "roles")
+    }
+
+    static func failureOf(flags: [String: String]) -> ConfigurationError? {
+        do {
+            _ = try NodeConfiguration.resolve(flags: flags, environment: [:])
+            return nil
+        } catch { return error }
+    }
 }

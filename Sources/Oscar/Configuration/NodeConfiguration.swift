@@ -14,6 +14,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var advertisedHost: String?
     public var seeds: [NodeAddress] = []
     public var secret: String?
+    /// A file holding the secret, so it need not be on the command line.
+    public var secretFile: String?
     public var roles: Set<String> = []
     public var loops = EventLoopGroup.defaultLoopCount
     /// Nil: no management endpoint.
@@ -101,12 +103,23 @@ public struct NodeConfiguration: Sendable, Equatable {
         }
     }
 
-    /// The file's settings as text, keyed by name; unknown keys are refused
-    /// (a typo in a file should not be silently ignored).
+    /// The largest config file read: larger is refused, not read to its
+    /// end (`--config /dev/zero` never ends).
+    public static let maxFileSize = 1 << 20
+
+    /// The file's settings as text, keyed by name; unknown keys and keys
+    /// given twice are refused (a typo in a file should not be silently
+    /// ignored, nor one of two values silently win).
     static func fileSettings(_ path: String, _ text: String) throws(ConfigurationError) -> [String: String] {
+        guard text.utf8.count <= maxFileSize else {
+            throw ConfigurationError(
+                key: "config", source: path, reason: "larger than the maximum of \(maxFileSize) bytes")
+        }
         let value: CBORValue
         do {
             value = try JSONBridge.cbor(fromJSON: text)
+        } catch .duplicateKey(let key) {
+            throw ConfigurationError(key: key, source: path, reason: "given twice in the file")
         } catch {
             throw ConfigurationError(key: "config", source: path, reason: "not valid JSON: \(error)")
         }
@@ -177,13 +190,24 @@ public struct NodeConfiguration: Sendable, Equatable {
         } show: {
             $0.seeds.isEmpty ? "(none: forms a new cluster)" : $0.seeds.map(\.description).joined(separator: ",")
         },
-        Key(name: "secret", help: "the cluster secret (never sent; masked when printed)") { c, t throws(Reason) in
+        Key(name: "secret", help: "the cluster secret, 16 bytes or more (never sent; masked when printed)") {
+            c, t throws(Reason) in
             guard !t.isEmpty else { throw Reason(text: "must not be empty") }
             c.secret = t
         } show: { _ in
             "******"
         },
+        Key(name: "secret-file", help: "a file holding the cluster secret, so it is not on the command line") {
+            c, t throws(Reason) in
+            guard !t.isEmpty else { throw Reason(text: "must not be empty") }
+            c.secretFile = t
+        } show: {
+            $0.secretFile ?? "(none)"
+        },
         Key(name: "roles", help: "this node's roles, comma-separated") { c, t throws(Reason) in
+            guard !t.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw Reason(text: "a role may not contain control characters")
+            }
             c.roles = Set(t.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty })
         } show: {
             $0.roles.isEmpty ? "(none)" : $0.roles.sorted().joined(separator: ",")
