@@ -73,7 +73,7 @@ if [ "${OSCAR_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== swift test under AddressSanitizer + LeakSanitizer"
   echo "   Not in this pass (the plain pass above runs them):"
   echo "   - MembershipCLITests, SplitBrainProcessTests: real oscar processes held to membership's real-time"
-  echo "     bounds (unreachable within 3 s, removed within 20 s, 500 ms heartbeats); instrumented, every"
+  echo "     bounds (unreachable within 6 s, removed within 30 s, 500 ms heartbeats); instrumented, every"
   echo "     process runs several times slower and the bounds measure the sanitizer, not membership."
   echo "   - ChaosRunTests: clusters of real processes under faults for tens of seconds each, checked for"
   echo "     convergence in time; instrumented they would take minutes and fail on time, not on memory."
