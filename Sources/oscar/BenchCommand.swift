@@ -46,7 +46,14 @@ enum BenchCommand {
         case "flood":
             let seconds = try args.int("seconds", default: 60, range: 1...3600)
             try args.rejectUnknownOptions()
-            try await report { try await FloodBenchmark.run(seconds: seconds, secret: secret) }
+            let figures: [BenchFigure]
+            do {
+                figures = try await FloodBenchmark.run(seconds: seconds, secret: secret)
+            } catch {
+                throw .failed("\(error)")
+            }
+            for figure in figures { print(figure) }
+            try floodVerdict(figures)
         case "serve":
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
@@ -66,6 +73,26 @@ enum BenchCommand {
     static func spinOption(_ args: inout Arguments) throws(CLIError) -> Duration {
         guard let text = args.option("spin") else { return .microseconds(100) }
         return try NetworkCommands.duration(text, option: "spin", allowZero: true)
+    }
+
+    /// What the flood figures mean, on standard error: the check counts
+    /// only if the flood filled the queue (dead letters), and passes only
+    /// with no unreachable event.
+    static func floodVerdict(_ figures: [BenchFigure]) throws(CLIError) {
+        func value(_ metric: String) -> Double { figures.first { $0.metric == metric }?.value ?? 0 }
+        let unreachable = Int(value("flood_unreachable_events"))
+        let dead = Int(value("flood_dead_letters"))
+        let err = FileStream.standardError
+        err.write("flood: tells sent include the \(dead) refused as dead letters when A's queue to B was full\n")
+        guard dead > 0 else {
+            throw .failed(
+                "the flood never filled the outbound queue (0 dead letters), so it tested nothing; use a release build (swift build -c release) or more --seconds"
+            )
+        }
+        guard unreachable == 0 else {
+            throw .failed("FAIL: \(unreachable) unreachable events while user traffic filled the queue (goal 0)")
+        }
+        err.write("flood: PASS: the queue was full and membership saw no unreachable event (goal 0)\n")
     }
 
     static func report(_ body: () async throws -> [BenchFigure]) async throws(CLIError) {

@@ -246,14 +246,21 @@ enum ClusterCommand {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(15)
         if crash {
-            guard state.supervised == true, let child else {
+            guard state.supervised == true else {
                 throw .failed("\(state.address(node)) is not supervised: --crash needs a supervisor to restart it")
+            }
+            guard let child else {
+                throw .failed(
+                    "\(state.address(node)) has no node process right now: its supervisor is waiting to restart it (see its log)"
+                )
             }
             LocalProcesses.signal(child, SIGKILL)
             while clock.now < deadline, LocalProcesses.isNode(pid: child, port: node.port) {
                 try? await Task.sleep(for: .milliseconds(20))  // the next check
             }
-            print("crashed \(state.address(node)) (node pid \(child)); its supervisor restarts it")
+            print(
+                "crashed \(state.address(node)) (node pid \(child)); its supervisor restarts it unless that makes too many crashes in its window (see its log)"
+            )
             return
         }
         LocalProcesses.signal(node.pid, graceful ? SIGTERM : SIGKILL)

@@ -294,7 +294,10 @@ enum NetworkCommands {
     static func askFailure(_ error: AskError) -> CLIError {
         switch error {
         case .timeout: .exit(3, "\(error)")
-        case .nodeUnreachable, .rejected: .exit(4, "\(error)")
+        case .nodeUnreachable: .exit(4, "\(error)")
+        case .rejected(let reason) where reason.contains("authentication"):
+            .exit(4, "\(error); check the secret this command used (--secret, --secret-file, --dir or OSCAR_SECRET)")
+        case .rejected: .exit(4, "\(error)")
         default: .failed("\(error)")
         }
     }

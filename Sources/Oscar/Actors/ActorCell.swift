@@ -269,7 +269,11 @@ final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
             switch supervisor.onFailure(at: .nanoseconds(Int64(clamping: MonotonicTime.now()))) {
             case .resume: break
             case .stop:
-                Log.shared.warning("\(address): stopping after a failed reaction (supervision: stop)")
+                Log.shared.warning(
+                    supervisor.strategy == .stop
+                        ? "\(address): stopping after a failed reaction (supervision: stop)"
+                        : "\(address): stopping after a failed reaction: its restart limit is spent (supervision: \(supervisor.strategy))"
+                )
                 finishStop()
                 return
             case .restart(let delay):

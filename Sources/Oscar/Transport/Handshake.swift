@@ -44,7 +44,7 @@ struct Handshake {
     struct Accept: Codable { var mac: Data }
 
     /// Said when a MAC does not check out.
-    static let authenticationFailure = "authentication failed: the peer does not have our cluster secret"
+    static let authenticationFailure = "authentication failed: the two nodes have different cluster secrets"
 
     enum State { case start, awaitingChallenge, awaitingHello, awaitingProof, awaitingAccept, done }
 
