@@ -118,6 +118,25 @@ final class InflateActor: Reactor {
         #expect(try await a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!.ask(Ping(n: 4)).n == 4)
     }
 
+    /// The outbound bound is full of this node's own tells (here: it has
+    /// no room at all): a peer that still reads gets its replies, and is not
+    /// cut off for asking.
+    @Test func aPeerThatReadsGetsItsRepliesWhenOurTellsFillTheQueue() async throws {
+        let b = try Self.node { $0.outboundCapacity = 0 }
+        defer { b.shutdown() }
+        let port = b.address.port
+        try await offThePool {
+            let peer = try RawPeer(port: port)
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            for n in 1...20 {
+                peer.send(try Self.askFrame(Ping(n: n), to: "/user/ping", correlation: UInt64(n)))
+                let reply = try Self.readReply(peer, as: Pong.self)
+                #expect(reply?.0 == UInt64(n) && reply?.1.n == n)
+            }
+        }
+        #expect(b.stats.value(.peersCutOff) == 0)
+    }
+
     @Test func aReplyTooLargeForAFrameFailsThatAskNotTheConnection() async throws {
         let gate = Gate()
         let b = try ClusterNode(
@@ -166,6 +185,48 @@ final class InflateActor: Reactor {
             #expect(toFirst?.0 == 1 && toFirst?.1.n == 1)
             #expect(toSecond?.0 == 1 && toSecond?.1.n == 2)
         }
+    }
+
+    /// Reads `count` whole frames, or says where the stream stopped making
+    /// sense: a frame whose length is absurd means the stream began or went
+    /// on in the middle of a frame.
+    static func readFrames(_ peer: RawPeer, count: Int, until kind: WireKind? = nil) -> String {
+        for n in 0..<count {
+            guard let header = peer.read(4) else { return "ended after \(n) frames" }
+            let length = header.reduce(0) { $0 << 8 | Int($1) }
+            guard length <= 4 << 20 else { return "a length of \(length) after \(n) frames: mid-frame" }
+            guard let body = peer.read(length), let first = body.first else { return "cut inside frame \(n)" }
+            guard let k = WireKind(rawValue: first) else { return "kind \(first) after \(n) frames: mid-frame" }
+            if k == kind { return "\(k)" }
+        }
+        return "\(count) frames"
+    }
+
+    /// A new incarnation's connection starts at a frame boundary, and the
+    /// old one carries what was queued for it and then the reply to its ask,
+    /// even when more than the hand-over was waiting mid-frame.
+    @Test func aNewIncarnationGetsWholeFramesAndTheOldOneItsReply() async throws {
+        let b = try Self.node { $0.loopCount = 1 }
+        defer { b.shutdown() }
+        let port = b.address.port
+        let old = try await offThePool { () -> RawPeer in
+            let peer = try RawPeer(port: port, receiveBuffer: 16 << 10)
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            return peer
+        }
+        // 20 MB of tells to the slow reader, most of them still queued.
+        let slowReader = b.system.ref("oscar://127.0.0.1:1/user/sink")!
+        let burster = try b.system.spawn("burst") { Burster() }
+        _ = try await burster.ask(TellBurst(target: slowReader, count: 20_000, padding: 1_000), timeout: .seconds(30))
+        let fresh = try await offThePool { () -> RawPeer in
+            let peer = try RawPeer(port: port)
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            return peer
+        }
+        fresh.send(try Self.askFrame(Ping(n: 2), to: "/user/ping", correlation: 1))
+        #expect(try await offThePool { Self.readFrames(fresh, count: 10, until: .reply) } == "reply")
+        old.send(try Self.askFrame(Ping(n: 1), to: "/user/ping", correlation: 77))
+        #expect(try await offThePool { Self.readFrames(old, count: 30_000, until: .reply) } == "reply")
     }
 
     /// Membership, heartbeats and other system traffic take the control

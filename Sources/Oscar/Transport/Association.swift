@@ -44,6 +44,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     @exclusivity(unchecked) private var boundary = 0
     /// Control-lane frames waiting to be written (see the invariants).
     private var control: [UInt8] = []
+    /// The control frames being handed to the socket, swapped with
+    /// `control` so that neither buffer is reallocated.
+    private var controlInFlight: [UInt8] = []
     private var flushScheduled = false
     /// Encodes messages sent from this loop, reused (loop-confined).
     let encoding = CBOREncoding()
@@ -79,9 +82,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// At most this much of `outbound` sits in libuv's queue at a time; the
     /// rest stays here, so a control frame never waits behind more.
     static let handOverBytes = 1 << 20
-    /// What the control lane may hold: far more than membership ever sends
-    /// between two flushes, so reaching it means the peer stopped reading.
-    static let controlCapacity = 8 << 20
+    /// What the control lane may hold, with what libuv still holds for the
+    /// connection (at most `handOverBytes` and one frame of user traffic):
+    /// far more than membership ever sends, so reaching it means the peer
+    /// stopped reading.
+    static let controlCapacity = 16 << 20
+    /// Replies may go this far past the outbound bound while the peer still
+    /// reads: it is not the asker's fault that our own tells filled the queue.
+    static let replyAllowance = 8 << 20
+    /// A peer whose connection has taken no bytes for this long while
+    /// replies wait past the bound is cut off: it stopped reading.
+    static let stallTimeout: UInt64 = 5_000_000_000
 
     /// Frames to system actors take the control lane.
     static func isControl(_ recipient: String) -> Bool { recipient.utf8.starts(with: systemPrefix) }
@@ -174,7 +185,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         case .ordinary:
             outbound.count - outboundHead + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity
         case .control:
-            control.count < Self.controlCapacity
+            control.count + (connection?.unsentBytes ?? 0) < Self.controlCapacity
         }
     }
 
@@ -187,6 +198,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         _ kind: WireKind, correlation: UInt64, on conn: Connection, lane: Lane,
         payload: (inout [UInt8]) throws(CBORError) -> Void
     ) throws(CBORError) {
+        // A reaction may answer after this node shut down, when the
+        // transport is gone: check that before touching it.
+        guard !shuttingDown else { return }
         loop.preconditionInEventLoop()
         guard conn.state == .established else { return }  // the asker's side fails its ask itself
         let limit = transport.settings.maxFrameSize
@@ -205,10 +219,22 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 return cutOff(conn, waiting: conn.unsentBytes)
             }
             conn.write(frame)
+            transport.stats.add(.framesOut)
             return
         }
-        guard hasRoom(in: lane) else {
-            return cutOff(conn, waiting: count(lane) - (lane == .ordinary ? outboundHead : 0) + conn.unsentBytes)
+        if !hasRoom(in: lane) {
+            let waiting = count(lane) - (lane == .ordinary ? outboundHead : 0) + conn.unsentBytes
+            // Past the bound: a peer that still reads gets its reply (up to an
+            // allowance); one that stopped reading is cut off.
+            if waiting > 0, uv_hrtime() - conn.lastWriteProgress > Self.stallTimeout {
+                return cutOff(conn, waiting: waiting)
+            }
+            let bound = lane == .ordinary ? transport.settings.outboundCapacity : Self.controlCapacity
+            guard waiting < bound + Self.replyAllowance else {
+                // Dropped: the asker's timeout answers it, as for a lost frame.
+                transport.droppedReplies.note("dropped a reply to \(node): \(waiting) bytes are waiting for it")
+                return
+            }
         }
         let start = count(lane)
         switch lane {
@@ -350,26 +376,31 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// turn ended, and the peer would sit idle meanwhile. At the end of the
     /// turn, libuv gets up to `handOverBytes` and writes it as the socket
     /// drains; `drained` hands it the next part.
-    private func flush(to connection: Connection, endOfTurn: Bool) {
-        if !control.isEmpty {
-            // Between two frames only: finish the one being written first.
+    private func flush(to connection: Connection, endOfTurn: Bool, everything: Bool = false) {
+        if endOfTurn || !control.isEmpty {
+            // A turn ends, and control frames go in, between two frames only:
+            // finish the frame being written first. So whichever connection
+            // comes next starts at a frame boundary.
             advanceBoundary()
             if boundary > outboundHead {
-                outboundHead += write(to: connection, upTo: boundary, endOfTurn: endOfTurn)
+                let taken = write(to: connection, upTo: boundary, endOfTurn: endOfTurn)
                 guard self.connection === connection else { return }
+                outboundHead += taken
             }
-            if outboundHead == boundary {
-                let frames = control
-                control.removeAll(keepingCapacity: true)
-                connection.write(frames)
+            if !control.isEmpty, outboundHead == boundary {
+                swap(&control, &controlInFlight)  // no copy, no allocation
+                connection.write(controlInFlight)
+                controlInFlight.removeAll(keepingCapacity: true)
                 guard self.connection === connection else { return }
             }
         }
         while outboundHead < outbound.count {
-            let room = endOfTurn ? Self.handOverBytes - connection.unsentBytes : outbound.count - outboundHead
+            let capped = endOfTurn && !everything
+            let room = capped ? Self.handOverBytes - connection.unsentBytes : outbound.count - outboundHead
             guard room > 0 else { break }  // `drained` goes on
-            let taken = write(
-                to: connection, upTo: min(outbound.count, outboundHead + room), endOfTurn: endOfTurn)
+            // A hand-over ends at a frame boundary (past `room` by less than a frame).
+            let end = endOfTurn ? frameEnd(atOrAfter: min(outbound.count, outboundHead + room)) : outbound.count
+            let taken = write(to: connection, upTo: end, endOfTurn: endOfTurn)
             guard self.connection === connection else { return }
             outboundHead += taken
             if !endOfTurn { break }
@@ -384,6 +415,19 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             boundary -= outboundHead
             outboundHead = 0
         }
+    }
+
+    /// The first frame boundary in `outbound` at or after `offset`.
+    private func frameEnd(atOrAfter offset: Int) -> Int {
+        advanceBoundary()
+        var end = boundary
+        while end < offset, end + 4 <= outbound.count {
+            end +=
+                4
+                + (Int(outbound[end]) << 24 | Int(outbound[end + 1]) << 16 | Int(outbound[end + 2]) << 8
+                    | Int(outbound[end + 3]))
+        }
+        return min(end, outbound.count)
     }
 
     /// Writes `outbound[outboundHead..<end]`: all of it at the end of a turn
@@ -447,7 +491,19 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             // asks that came on it, then closes.
             Log.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
             failPending("\(node) restarted")
-            connection?.retire()
+            if let old = connection {
+                // What was queued while the old incarnation was connected was
+                // for it: it goes on the old connection (replies to its asks
+                // included), not to the new one. (What was queued after its
+                // connection was lost goes to whoever is there now.)
+                flush(to: old, endOfTurn: true, everything: true)
+                old.retire()
+                outbound.removeAll()
+                outboundHead = 0
+                boundary = 0
+                control.removeAll()
+                dropHeld()
+            }
             connection = nil
         } else if let current = connection, current !== conn {
             // Simultaneous connects: both nodes keep the connection opened by
@@ -462,6 +518,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 conn.retire()
                 return
             }
+            // The switch happens between two frames.
+            finishFrame(on: current)
             current.retire()
         }
         if connecting === conn { connecting = nil }
@@ -472,6 +530,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         backoff = transport.settings.reconnectBackoffMin
         Log.shared.info("connected to \(peer) (uid \(peer.uid))")
         flush(to: conn, endOfTurn: true)
+    }
+
+    /// Writes the rest of the frame being written to `conn`, so that the
+    /// next connection starts at a frame boundary.
+    private func finishFrame(on conn: Connection) {
+        advanceBoundary()
+        guard boundary > outboundHead else { return }
+        let taken = write(to: conn, upTo: boundary, endOfTurn: true)
+        guard connection === conn else { return }
+        outboundHead += taken
     }
 
     /// A connection of this association closed (or never opened). With
@@ -520,7 +588,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     func shutdown() {
         shuttingDown = true
-        if let connection { flush(to: connection, endOfTurn: true) }
+        if let connection { flush(to: connection, endOfTurn: true, everything: true) }
         failPending("this node is shutting down")
         // The cached target may refer back to the transport (a cluster
         // pool's router holds refs to other nodes): let go of it.

@@ -182,6 +182,7 @@ final class Connection: @unchecked Sendable {
 
     private func perform(_ directives: [Handshake.Directive]) {
         for directive in directives {
+            guard state != .closed else { return }  // a failed write closed it
             switch directive {
             case .send(let kind, let payload):
                 write(Self.handshakeFrame(kind, payload))
@@ -237,7 +238,7 @@ final class Connection: @unchecked Sendable {
         guard state != .closed, !bytes.isEmpty else { return 0 }
         let written = tryWrite(bytes)
         if written < bytes.count { queue(UnsafeRawBufferPointer(rebasing: bytes[written...])) }
-        return bytes.count
+        return state == .closed ? 0 : bytes.count  // a failed queue closed it
     }
 
     /// Writes what the socket takes at once, without queueing: 0 when it
@@ -247,7 +248,9 @@ final class Connection: @unchecked Sendable {
         guard state != .closed, !bytes.isEmpty else { return 0 }
         var buf = uv_buf_init(
             UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
-        return max(0, Int(uv_try_write(stream, &buf, 1)))
+        let taken = max(0, Int(uv_try_write(stream, &buf, 1)))
+        if taken > 0 { lastWriteProgress = uv_hrtime() }
+        return taken
     }
 
     private func queue(_ bytes: UnsafeRawBufferPointer) {
@@ -267,12 +270,21 @@ final class Connection: @unchecked Sendable {
     /// Bytes handed to libuv and not yet written to the socket.
     var unsentBytes: Int { Int(uv_stream_get_write_queue_size(stream)) }
 
+    /// When the socket last took bytes (`uv_hrtime`): a peer that stopped
+    /// reading stops this clock.
+    private(set) var lastWriteProgress = uv_hrtime()
+
     /// A queued write finished: once libuv's queue has run dry, the
     /// association hands it more (it keeps the rest itself, so that control
     /// frames can still go ahead of it).
-    fileprivate func wrote() {
-        guard state == .established, unsentBytes == 0 else { return }
-        association?.drained(self)
+    fileprivate func wrote(status: Int32) {
+        guard state == .established else { return }
+        guard status == 0 else {
+            if status != Int32(UV_ECANCELED.rawValue) { close("write failed: \(String(cString: uv_strerror(status)))") }
+            return
+        }
+        lastWriteProgress = uv_hrtime()
+        if unsentBytes == 0 { association?.drained(self) }
     }
 
     // MARK: - Closing
@@ -342,10 +354,9 @@ private func onWrite(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int
     request!.pointee.data.deallocate()
     let stream = request!.pointee.handle
     request!.deallocate()
-    guard status == 0, let stream,
-        uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
+    guard let stream, uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
     else { return }
-    connection(stream).wrote()
+    connection(stream).wrote(status: status)
 }
 
 private func onShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ status: Int32) {

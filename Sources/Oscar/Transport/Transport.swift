@@ -57,6 +57,9 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     private(set) lazy var handshakeFailures = ThrottledLog(loop: ioLoop, what: "failed handshakes") {
         Log.shared.warning($0)
     }
+    private(set) lazy var droppedReplies = ThrottledLog(loop: ioLoop, what: "replies dropped") {
+        Log.shared.warning($0)
+    }
 
     init(system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats()) {
         // A peer closing mid-write must be an error on that connection, not
@@ -98,7 +101,7 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
             return
         }
         let conn = Connection(transport: self, initiator: false)
-        guard conn.accept(from: server) else { return }
+        guard conn.accept(from: server), conn.state != .closed else { return }
         connections[ObjectIdentifier(conn)] = conn
         inbound += 1
         handshaking += 1
