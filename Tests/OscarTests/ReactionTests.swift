@@ -46,7 +46,10 @@ import Testing
         }
         let elapsed = clock.now - start
         #expect(elapsed >= .milliseconds(100))
-        #expect(elapsed < realTimeBound(.seconds(3)))
+        // The property is the timeout error, not before 100 ms. The upper
+        // bound only says it did not wait for something else: a loaded
+        // 2-core machine running the whole suite took 3.5 s here.
+        #expect(elapsed < realTimeBound(.seconds(30)))
         gate.open()
         system.shutdown()
     }
