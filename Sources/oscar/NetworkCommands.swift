@@ -92,7 +92,9 @@ enum NetworkCommands {
         }
         let (seeds, loops) = (config.seeds, config.loops)
         Log.shared.setPrefix("[\(node.address)]")
-        print("oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loops)")
+        print(
+            "oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loop\(loops == 1 ? "" : "s"))"
+        )
         print(
             "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), /user/workers (Work: a pool across the cluster), /user/greeter (distributed: .greet, .add, .check)"
         )
