@@ -30,6 +30,7 @@ import Testing
         let remote = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
         #expect(try await remote.ask(Ping(n: 1)).n == 1)
 
+        let secret = Array("a-long-cluster-secret".utf8)
         let command = "{\"blackhole\":{\"peers\":[\"127.0.0.1:\(b.address.port)\"],\"direction\":\"outbound\"}}"
         let unsigned = try await Self.post(command, port: port, signature: nil)
         #expect(unsigned.status == 401)
@@ -40,7 +41,7 @@ import Testing
         #expect(a.faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
 
         let signed = try await Self.post(
-            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("a-long-cluster-secret".utf8)))
+            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: secret))
         #expect(signed.status == 200)
         #expect(signed.body.contains("blackhole outbound 127.0.0.1:\(b.address.port)"))
         await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 3), timeout: .milliseconds(300)) }
@@ -48,12 +49,12 @@ import Testing
 
         let garbage = "{\"explode\":{}}"
         let refused = try await Self.post(
-            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: Array("a-long-cluster-secret".utf8)))
+            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: secret))
         #expect(refused.status == 400)
 
         let heal = "{\"heal\":{}}"
         let healed = try await Self.post(
-            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: Array("a-long-cluster-secret".utf8)))
+            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: secret))
         #expect(healed.status == 200 && healed.body.contains("\"rules\":[]"))
         #expect(try await remote.ask(Ping(n: 4)).n == 4)
     }

@@ -7,7 +7,8 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct MembershipTests {
     func clusterNode(seeds: [NodeAddress] = []) throws -> ClusterNode {
         try ClusterNode(
-            settings: .init(secret: "a-long-cluster-secret", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200)))
+            settings: .init(
+                secret: "a-long-cluster-secret", loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200)))
     }
 
     func upCount(_ node: ClusterNode) async -> Int {
@@ -33,7 +34,8 @@ import Testing
     /// Bind and advertised hosts differ (as in containers): the seed is
     /// known as "localhost", which the transport resolves like any name.
     @Test func aNodeAdvertisedUnderAHostNameIsJoinedAndAskedByThatName() async throws {
-        var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 1, membershipTick: .milliseconds(200))
+        var settings = ClusterNode.Settings(
+            secret: "a-long-cluster-secret", loopCount: 1, membershipTick: .milliseconds(200))
         settings.advertisedHost = "localhost"
         let seed = try ClusterNode(settings: settings) { $0.singleton("ping") { PingActor() } }
         #expect(seed.address.host == "localhost")
@@ -160,7 +162,8 @@ extension MembershipTests {
 
     @Test func theManagementEndpointServesMembersHealthAndMetrics() async throws {
         let seed = try ClusterNode(
-            settings: .init(secret: "a-long-cluster-secret", loopCount: 1, membershipTick: .milliseconds(200), httpPort: 0))
+            settings: .init(
+                secret: "a-long-cluster-secret", loopCount: 1, membershipTick: .milliseconds(200), httpPort: 0))
         let b = try clusterNode(seeds: [seed.address])
         defer { [b, seed].forEach { $0.shutdown() } }
         let port = try #require(seed.managementPort)

@@ -48,7 +48,8 @@ distributed actor Account {
 @Suite(.serialized, .timeLimit(.minutes(8))) struct VirtualActorTests {
     static func member(seeds: [NodeAddress] = [], census: ActivationCensus) throws -> ClusterSystem {
         let node = try ClusterNode(
-            settings: .init(secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200)))
+            settings: .init(
+                secret: "a-long-cluster-secret", loopCount: 2, seeds: seeds, membershipTick: .milliseconds(200)))
         let system = ClusterSystem(node: node)
         try system.registerVirtual(Account.self, kind: "account") { system, key in
             Account(actorSystem: system, key: key, census: census)
