@@ -203,18 +203,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         guard !shuttingDown else { return }
         loop.preconditionInEventLoop()
         guard conn.state == .established else { return }  // the asker's side fails its ask itself
-        let limit = transport.settings.maxFrameSize
         guard conn === connection else {
             // A retired or superseded connection: its asker is still there.
             var frame: [UInt8] = []
-            try WireEnvelope.append(to: &frame, kind: kind, correlation: correlation, payload: payload)
-            if frame.count - 4 > limit {
-                let size = frame.count - 4
-                frame.removeAll()
-                WireEnvelope.append(to: &frame, kind: .failure, correlation: correlation) { out in
-                    out.append(contentsOf: Self.encoded(AskError.messageTooLarge(bytes: size, limit: limit)))
-                }
-            }
+            try appendOutcome(kind, correlation: correlation, to: &frame, payload: payload)
             guard conn.unsentBytes < transport.settings.outboundCapacity else {
                 return cutOff(conn, waiting: conn.unsentBytes)
             }
@@ -238,27 +230,27 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         let start = count(lane)
         switch lane {
-        case .ordinary: try WireEnvelope.append(to: &outbound, kind: kind, correlation: correlation, payload: payload)
-        case .control: try WireEnvelope.append(to: &control, kind: kind, correlation: correlation, payload: payload)
-        }
-        if count(lane) - start - 4 > limit {
-            let size = count(lane) - start - 4
-            removeFrames(lane, from: start)
-            let failure = Self.encoded(AskError.messageTooLarge(bytes: size, limit: limit))
-            switch lane {
-            case .ordinary:
-                WireEnvelope.append(to: &outbound, kind: .failure, correlation: correlation) {
-                    $0.append(contentsOf: failure)
-                }
-            case .control:
-                WireEnvelope.append(to: &control, kind: .failure, correlation: correlation) {
-                    $0.append(contentsOf: failure)
-                }
-            }
+        case .ordinary: try appendOutcome(kind, correlation: correlation, to: &outbound, payload: payload)
+        case .control: try appendOutcome(kind, correlation: correlation, to: &control, payload: payload)
         }
         guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
+    }
+
+    /// Appends an outcome frame to `out`; one too large for a frame becomes a
+    /// `messageTooLarge` failure, so the asker learns why.
+    private func appendOutcome(
+        _ kind: WireKind, correlation: UInt64, to out: inout [UInt8],
+        payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) throws(CBORError) {
+        let start = out.count
+        try WireEnvelope.append(to: &out, kind: kind, correlation: correlation, payload: payload)
+        let limit = transport.settings.maxFrameSize
+        guard out.count - start - 4 > limit else { return }
+        let failure = Self.encoded(AskError.messageTooLarge(bytes: out.count - start - 4, limit: limit))
+        out.removeSubrange(start...)
+        WireEnvelope.append(to: &out, kind: .failure, correlation: correlation) { $0.append(contentsOf: failure) }
     }
 
     static func encoded(_ error: AskError) -> [UInt8] { (try? CBOREncoder().encode(error)) ?? [] }
@@ -381,12 +373,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             // A turn ends, and control frames go in, between two frames only:
             // finish the frame being written first. So whichever connection
             // comes next starts at a frame boundary.
-            advanceBoundary()
-            if boundary > outboundHead {
-                let taken = write(to: connection, upTo: boundary, endOfTurn: endOfTurn)
-                guard self.connection === connection else { return }
-                outboundHead += taken
-            }
+            guard finishFrame(on: connection, endOfTurn: endOfTurn) else { return }
             if !control.isEmpty, outboundHead == boundary {
                 swap(&control, &controlInFlight)  // no copy, no allocation
                 connection.write(controlInFlight)
@@ -420,14 +407,20 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// The first frame boundary in `outbound` at or after `offset`.
     private func frameEnd(atOrAfter offset: Int) -> Int {
         advanceBoundary()
-        var end = boundary
+        return min(nextBoundary(from: boundary, atOrAfter: offset), outbound.count)
+    }
+
+    /// Walks the length prefixes from the boundary `start` to the first
+    /// boundary at or after `offset` (or the end of the frames there are).
+    private func nextBoundary(from start: Int, atOrAfter offset: Int) -> Int {
+        var end = start
         while end < offset, end + 4 <= outbound.count {
-            end +=
-                4
-                + (Int(outbound[end]) << 24 | Int(outbound[end + 1]) << 16 | Int(outbound[end + 2]) << 8
-                    | Int(outbound[end + 3]))
+            let length =
+                Int(outbound[end]) << 24 | Int(outbound[end + 1]) << 16 | Int(outbound[end + 2]) << 8
+                | Int(outbound[end + 3])
+            end += 4 + length
         }
-        return min(end, outbound.count)
+        return end
     }
 
     /// Writes `outbound[outboundHead..<end]`: all of it at the end of a turn
@@ -448,14 +441,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// Moves `boundary` to the first frame boundary at or after
     /// `outboundHead`, reading the length prefixes of the frames between.
-    private func advanceBoundary() {
-        while boundary < outboundHead, boundary + 4 <= outbound.count {
-            let length =
-                Int(outbound[boundary]) << 24 | Int(outbound[boundary + 1]) << 16 | Int(outbound[boundary + 2]) << 8
-                | Int(outbound[boundary + 3])
-            boundary += 4 + length
-        }
-    }
+    private func advanceBoundary() { boundary = nextBoundary(from: boundary, atOrAfter: outboundHead) }
 
     /// libuv wrote everything it was given: hand it the next part.
     func drained(_ conn: Connection) {
@@ -498,11 +484,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 // connection was lost goes to whoever is there now.)
                 flush(to: old, endOfTurn: true, everything: true)
                 old.retire()
-                outbound.removeAll()
-                outboundHead = 0
-                boundary = 0
-                control.removeAll()
-                dropHeld()
+                dropQueued()
             }
             connection = nil
         } else if let current = connection, current !== conn {
@@ -519,7 +501,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 return
             }
             // The switch happens between two frames.
-            finishFrame(on: current)
+            _ = finishFrame(on: current, endOfTurn: true)
             current.retire()
         }
         if connecting === conn { connecting = nil }
@@ -532,14 +514,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         flush(to: conn, endOfTurn: true)
     }
 
-    /// Writes the rest of the frame being written to `conn`, so that the
-    /// next connection starts at a frame boundary.
-    private func finishFrame(on conn: Connection) {
+    /// Writes the rest of the frame being written to `conn` (mid-turn, what
+    /// the socket takes of it), so that control frames and the next
+    /// connection start at a frame boundary. False if the write lost `conn`.
+    private func finishFrame(on conn: Connection, endOfTurn: Bool) -> Bool {
         advanceBoundary()
-        guard boundary > outboundHead else { return }
-        let taken = write(to: conn, upTo: boundary, endOfTurn: true)
-        guard connection === conn else { return }
+        guard boundary > outboundHead else { return true }
+        let taken = write(to: conn, upTo: boundary, endOfTurn: endOfTurn)
+        guard connection === conn else { return false }
         outboundHead += taken
+        return true
     }
 
     /// A connection of this association closed (or never opened). With
@@ -563,13 +547,18 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                     "lost the connection to \(node) with \(pending.count) asks pending: \(reason)")
             }
         }
+        dropQueued()
+        failPending(reason, as: rejected ? .rejected(reason) : nil)
+        gate(reason)
+    }
+
+    /// Forgets every frame waiting to go: both lanes and the held ones.
+    private func dropQueued() {
         outbound.removeAll()
         outboundHead = 0
         boundary = 0
         control.removeAll()
         dropHeld()
-        failPending(reason, as: rejected ? .rejected(reason) : nil)
-        gate(reason)
     }
 
     private func gate(_ reason: String) {

@@ -171,12 +171,7 @@ final class Connection: @unchecked Sendable {
         }
         guard rc == 0, storage.ss_family == sa_family_t(AF_INET) else { return "an unknown address" }
         return withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
-                var text = [CChar](repeating: 0, count: 64)
-                uv_ip4_name(address, &text, text.count)
-                let ip = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                return "\(ip):\(UInt16(bigEndian: address.pointee.sin_port))"
-            }
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { SocketAddress.text($0.pointee) }
         }
     }
 

@@ -11,6 +11,15 @@ enum SocketAddress {
         return address
     }
 
+    /// `ip:port`, for log lines.
+    static func text(_ address: sockaddr_in) -> String {
+        var address = address
+        var text = [CChar](repeating: 0, count: 64)
+        uv_ip4_name(&address, &text, text.count)
+        let ip = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return "\(ip):\(UInt16(bigEndian: address.sin_port))"
+    }
+
     /// Creates a listening TCP socket bound to host:port and returns it with
     /// the port actually bound (port 0 picks a free one). Done with plain
     /// sockets, before any loop runs, so a node knows its address before its

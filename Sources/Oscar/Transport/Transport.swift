@@ -159,11 +159,10 @@ final class Transport: RemoteNetwork, @unchecked Sendable {
     }
 
     func closed(_ conn: Connection, reason: String) {
-        if !conn.isInitiator, connections.removeValue(forKey: ObjectIdentifier(conn)) != nil {
+        if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil, !conn.isInitiator {
             inbound -= 1
             if !conn.wasEstablished { handshaking -= 1 }
         }
-        connections.removeValue(forKey: ObjectIdentifier(conn))
         // A retired duplicate ending is expected, not a lost connection.
         if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
         conn.association = nil
