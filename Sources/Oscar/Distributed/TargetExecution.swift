@@ -79,8 +79,20 @@ enum TargetExecution {
         guard let function = CallableFunctions.function(identifier: target) else { return .library(parameters: nil) }
         let library = Plan.library(parameters: parameterCount(of: target))
         let plan = function.isGeneric ? library : read(target).map(Plan.direct) ?? library
-        plans.withLock { $0[target] = plan }
-        return plan
+        // Two loops may read the same function at once: the first plan kept
+        // wins, and the other's buffers are freed (cached ones live forever).
+        let kept = plans.withLock { cache in
+            if let first = cache[target] { return first }
+            cache[target] = plan
+            return plan
+        }
+        if case .direct(let mine) = plan, case .direct(let first) = kept,
+            first.name.baseAddress != mine.name.baseAddress
+        {
+            mine.name.deallocate()
+            mine.argumentTypes.deallocate()
+        }
+        return kept
     }
 
     /// Runs `target` on `actor` as `plan` says, decoding its arguments with
