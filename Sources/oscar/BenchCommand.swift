@@ -1,5 +1,7 @@
 import Foundation
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar bench`: the shared workloads (`../shared/bench/README.md`), printing
 /// the peers' `name metric value unit` lines.

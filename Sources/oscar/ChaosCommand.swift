@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Synchronization
 
 /// `oscar chaos`: launches a local cluster in chaos mode, carries out a

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Synchronization
 
 /// Where a chaos run's nodes live and who applies network faults: the

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar node`'s chaos mode, which `oscar chaos` turns on for the nodes it
 /// starts: the node runs `ChaosWorkload` and appends its history to a file.

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Synchronization
 
 /// One `oscar chaos` run: the shell around `NemesisPlan`, `ChaosWorkload`

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar cluster up|status|down|logs|add|kill`: a local cluster of real node
 /// processes, kept in a directory (pid and port of each node, one log each,

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// The cluster secret: where a command finds it, how long it must be, and how
 /// a new one is made. There is no built-in default: a secret everybody can

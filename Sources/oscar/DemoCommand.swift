@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar demo`: a local actor system with the demo actors, and one visible
 /// round trip to each.

@@ -1,5 +1,7 @@
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar health --http host:port`: GET /health on a node's management
 /// endpoint; exit 0 when the node is up in its cluster. It exists for

@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar members` output: a table for people, JSON for scripts.
 enum MembersTable {

@@ -1,6 +1,8 @@
 import Dispatch
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar node`, `oscar tell`, `oscar ask`.
 enum NetworkCommands {
@@ -83,7 +85,13 @@ enum NetworkCommands {
         Log.shared.level = config.logLevel
         let node: ClusterNode
         do {
-            node = try ClusterNode(settings: config.clusterSettings(secret: secret)) { actors in
+            var settings = config.clusterSettings(secret: secret)
+            if chaos != nil {
+                // Only a chaos run's nodes take faults from outside.
+                settings.injectFaults(with: FaultGate())
+                PlantedFault.plantFromEnvironment()
+            }
+            node = try ClusterNode(settings: settings) { actors in
                 Demo.declare(in: &actors)
                 if let chaos { ChaosWorkload.declare(in: &actors, recorder: chaos.recorder) }
             }

@@ -1,6 +1,8 @@
 import Dispatch
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Synchronization
 
 /// `oscar node --supervise`: keeps the node running as a child process.

@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Synchronization
 
 /// `oscar simulate`: membership on the deterministic simulator, as a table.

@@ -1,6 +1,8 @@
 import CLibUV
 import Glibc
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 /// `oscar`: thin by design. It parses arguments and prints; the work is in the
 /// Oscar library.

@@ -3,7 +3,16 @@ import OscarTestSupport
 import Synchronization
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 struct Work: Message {
     typealias Reply = Worked
@@ -366,8 +375,12 @@ struct Order: Message {
         var settings = ClusterNode.Settings(
             secret: "a-long-cluster-secret", loopCount: 2, membershipTick: .milliseconds(200))
         settings.membership.downing = .manual  // the injected faults must not down anyone
-        let a = try ClusterNode(settings: settings)
+        let (faultsA, faultsB) = (FaultGate(), FaultGate())
+        var settingsA = settings
+        settingsA.injectFaults(with: faultsA)
+        let a = try ClusterNode(settings: settingsA)
         settings.seeds = [a.address]
+        settings.injectFaults(with: faultsB)
         let b = try ClusterNode(settings: settings)
         defer { [b, a].forEach { $0.shutdown() } }
         let received = Record<Int>()
@@ -376,21 +389,21 @@ struct Order: Message {
         let producer = try ReliableProducer<Order>(
             on: a.system, name: "orders-producer", to: remoteConsumer, window: 16, resendInterval: .milliseconds(100))
         defer { producer.close() }
-        a.faults.setLoss(0.3, seed: 7)
-        b.faults.setLoss(0.3, seed: 8)
+        faultsA.setLoss(0.3, seed: 7)
+        faultsB.setLoss(0.3, seed: 8)
         for id in 0..<150 { try await producer.send(Order(id: id)) }
-        a.faults.blackhole(b.address)  // a stretch where nothing gets through
+        faultsA.blackhole(b.address)  // a stretch where nothing gets through
         // The window fills and send waits: the producer's memory stays
         // bounded. Once it is full, the link comes back.
         let healer = Task {
             let full = await eventually(timeout: .seconds(20)) { producer.sent - producer.acknowledged == 16 }
-            a.faults.restore(b.address)
+            faultsA.restore(b.address)
             return full
         }
         for id in 150..<200 { try await producer.send(Order(id: id)) }
         #expect(await healer.value, "the window filled while the link was cut")
         #expect(await eventually(timeout: .seconds(60)) { producer.acknowledged == 200 })
         #expect(received.all == Array(0..<200), "exactly once, in order")
-        #expect(a.faults.dropped > 0 && b.faults.dropped > 0, "the faults did drop frames")
+        #expect(faultsA.dropped > 0 && faultsB.dropped > 0, "the faults did drop frames")
     }
 }

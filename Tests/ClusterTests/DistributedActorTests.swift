@@ -1,5 +1,7 @@
 import Distributed
 import Oscar
+import OscarDemo
+import OscarTestKit
 import OscarTestSupport
 import Synchronization
 import Testing

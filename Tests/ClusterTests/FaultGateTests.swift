@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import OscarTestSupport
 import Testing
 
@@ -21,7 +23,10 @@ import Testing
     }
 
     @Test func theManagementEndpointAppliesOnlyCommandsSignedWithTheSecret() async throws {
-        let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)) { actors in
+        let faults = FaultGate()
+        var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)
+        settings.injectFaults(with: faults)
+        let a = try ClusterNode(settings: settings) { actors in
             actors.singleton("ping") { PingActor() }
         }
         let b = try node()
@@ -38,14 +43,14 @@ import Testing
             command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("wrong".utf8)))
         #expect(forged.status == 401)
         let stillAnswered = try await remote.ask(Ping(n: 2)).n
-        #expect(a.faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
+        #expect(faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
 
         let signed = try await Self.post(
             command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: secret))
         #expect(signed.status == 200)
         #expect(signed.body.contains("blackhole outbound 127.0.0.1:\(b.address.port)"))
         await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 3), timeout: .milliseconds(300)) }
-        #expect(a.faults.dropped >= 1, "the reply was dropped at a")
+        #expect(faults.dropped >= 1, "the reply was dropped at a")
 
         let garbage = "{\"explode\":{}}"
         let refused = try await Self.post(
@@ -60,7 +65,8 @@ import Testing
     }
 
     @Test func theFaultsActorBlackholesInboundAndDelaysInOrder() async throws {
-        let (a, b) = try twoNodes()
+        let (faultsA, faultsB) = (FaultGate(), FaultGate())
+        let (a, b) = (try node(faults: faultsA), try node(faults: faultsB))
         defer { shutDown(a, b) }
         let remote = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
         let local = b.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
@@ -72,17 +78,41 @@ import Testing
         // FIFO from a: once this ask from a is dropped, so were the tells.
         await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 1), timeout: .milliseconds(300)) }
         #expect(try await local.ask(Total()) == 0, "b dropped what a sent")
-        #expect(b.faults.dropped >= 21)
-        b.faults.heal()
+        #expect(faultsB.dropped >= 21)
+        faultsB.heal()
 
-        a.faults.apply(.delay(millis: 80, jitterMillis: 30, peers: nil))
+        faultsA.apply(.delay(millis: 80, jitterMillis: 30, peers: nil))
         let clock = ContinuousClock()
         let start = clock.now
         for i in 0..<200 { remote.tell(Said(text: "\(i)")) }
         let heard = try await remote.ask(Heard())
         #expect(clock.now - start >= .milliseconds(50), "the ask waited out the delay")
         #expect(heard == (0..<200).map { "\($0)" }, "delayed frames keep their order")
-        a.faults.heal()
+        faultsA.heal()
         #expect(try await remote.ask(Ping(n: 2)).n == 2)
+    }
+
+    /// Fault injection is a test kit's, installed by a test or chaos run: a
+    /// node that did not install it has no gate, no `/system/faults` actor
+    /// and no `POST /faults`, and takes no fault command from anyone.
+    @Test func aNodeThatDidNotInstallTheGateHasNoneOfIt() async throws {
+        let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)) { actors in
+            actors.singleton("ping") { PingActor() }
+        }
+        let b = try node()
+        defer { shutDown(a, b) }
+        #expect(a.faults == nil && b.faults == nil)
+        let command = "{\"heal\":{}}"
+        let secret = Array("a-long-cluster-secret".utf8)
+        let port = try #require(a.managementPort)
+        let posted = try await Self.post(
+            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: secret))
+        #expect(posted.status == 405 || posted.status == 404, "no fault route: \(posted.status)")
+        let control = b.system.ref("oscar://127.0.0.1:\(a.address.port)/system/faults")!
+        await #expect(throws: AskError.self) {
+            _ = try await control.ask(FaultCommand.status, timeout: .seconds(5))
+        }
+        let remote = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
+        #expect(try await remote.ask(Ping(n: 7)).n == 7, "the node still answers")
     }
 }

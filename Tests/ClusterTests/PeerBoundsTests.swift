@@ -3,7 +3,16 @@ import Glibc
 import OscarTestSupport
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// A reply much larger than its ask, to make replies that do not fit a frame
 /// or fill a peer's queue quickly.

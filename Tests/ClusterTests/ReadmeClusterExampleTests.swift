@@ -1,5 +1,7 @@
 import Foundation
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 /// The README's ClusterNode snippet, compiled here (not run: it uses fixed ports).

@@ -1,6 +1,8 @@
 import Distributed
 import Foundation
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 // The README shows `import Distributed`, `import Oscar`, a blank line, then

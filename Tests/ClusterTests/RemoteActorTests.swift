@@ -1,5 +1,7 @@
 import Dispatch
 import Oscar
+import OscarDemo
+import OscarTestKit
 import OscarTestSupport
 import Testing
 
@@ -62,8 +64,12 @@ func shutDown(_ nodes: ClusterNode...) {
     for n in nodes { n.shutdown() }
 }
 
-func node(_ secret: String = "a-long-cluster-secret", gate: Gate? = nil) throws -> ClusterNode {
-    try ClusterNode(settings: .init(port: 0, secret: secret, loopCount: 2)) { actors in
+func node(
+    _ secret: String = "a-long-cluster-secret", gate: Gate? = nil, faults: FaultGate? = nil
+) throws -> ClusterNode {
+    var settings = ClusterNode.Settings(port: 0, secret: secret, loopCount: 2)
+    if let faults { settings.injectFaults(with: faults) }
+    return try ClusterNode(settings: settings) { actors in
         actors.singleton("ping") { PingActor(gate: gate) }
     }
 }

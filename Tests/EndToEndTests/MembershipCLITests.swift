@@ -1,5 +1,7 @@
 import Foundation
 import Oscar
+import OscarDemo
+import OscarTestKit
 import OscarTestSupport
 import Testing
 

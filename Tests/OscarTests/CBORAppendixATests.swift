@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 /// RFC 8949 Appendix A, as a table: each example's bytes decode to the value

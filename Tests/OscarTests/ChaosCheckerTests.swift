@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 /// The chaos checkers against histories written by hand: a clean one passes;

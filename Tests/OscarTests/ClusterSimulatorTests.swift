@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 /// The real membership cores, N of them, on the deterministic simulator.

@@ -1,6 +1,15 @@
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// The fault gate's rules, driven with a hand-held clock.
 @Suite(.timeLimit(.minutes(5))) struct FaultRulesTests {
@@ -90,7 +99,7 @@ import Testing
             method: "POST", path: "/faults",
             headers: [ManagementRoutes.signatureHeader: ManagementRoutes.sign(Array(json.utf8), secret: secret)],
             body: Array(json.utf8))
-        return try? ManagementRoutes.faultCommand(request, secret: secret).get()
+        return try? FaultEndpoint.command(request, secret: secret).get()
     }
 
     @Test func theDocumentedFormsDecodeWithOptionalFieldsLeftOut() {

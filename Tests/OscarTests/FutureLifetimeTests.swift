@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct FutureLifetimeTests {

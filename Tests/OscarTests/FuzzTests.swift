@@ -1,7 +1,16 @@
 import Foundation
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// Random and mutated inputs into the decoders: they may fail, but only with
 /// their typed errors, and never trap. Fixed seed, so a failure replays.

@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 import OscarTestSupport
 import Synchronization
 import Testing

@@ -1,6 +1,15 @@
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// A few `MembershipCore`s driven by hand: a message is delivered at once,
 /// unless the test has cut its link; time moves only when the test ticks.

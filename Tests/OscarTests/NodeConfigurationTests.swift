@@ -1,6 +1,15 @@
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// Configuration resolves flags, then environment, then file, then defaults,
 /// and names the key and source of a bad value.

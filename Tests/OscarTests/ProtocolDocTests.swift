@@ -1,7 +1,16 @@
 import Foundation
 import Testing
 
-@testable import Oscar
+import Oscar
+@testable import OscarBase
+@testable import OscarCBOR
+@testable import OscarMembership
+@testable import OscarRuntime
+@testable import OscarRemote
+@testable import OscarCluster
+@testable import OscarDistributed
+@testable import OscarTestKit
+@testable import OscarDemo
 
 /// docs/PROTOCOL.md shows these bytes; the test keeps the document true.
 @Suite(.timeLimit(.minutes(5))) struct ProtocolDocTests {

@@ -1,4 +1,6 @@
 import Oscar
+import OscarDemo
+import OscarTestKit
 
 struct Increment: Message { var by: Int }
 struct GetCount: Message { typealias Reply = Int }

@@ -1,0 +1,18 @@
+/// SplitMix64: a tiny deterministic random generator. The membership core
+/// and the simulator draw from it, so a run replays exactly from its seed.
+package struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    package init(seed: UInt64) { state = seed }
+
+    package mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    package mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}

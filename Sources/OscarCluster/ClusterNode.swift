@@ -1,0 +1,298 @@
+import Synchronization
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import CoreEngine
+
+/// An actor system that is also a node on the network: it listens, and its
+/// refs reach actors on other nodes with the same `tell` and `ask`.
+///
+/// ```swift
+/// let node = try ClusterNode(settings: .init(port: 7001, secret: "a-long-cluster-secret")) { actors in
+///     actors.singleton("echo") { EchoActor() }
+/// }
+/// let remote = node.system.ref("oscar://127.0.0.1:7002/user/echo")!
+/// let reply = try await remote.ask(Echo(text: "hi"))
+/// node.shutdown()
+/// ```
+/// A management route a layer above adds: the request and the cluster
+/// secret in, the response out.
+package typealias ManagementRoute = @Sendable (ManagementRoutes.Request, _ secret: [UInt8]) async -> ManagementRoutes.Response
+
+public final class ClusterNode: Sendable {
+    public struct Settings: Sendable {
+        /// Address to listen on (an IPv4 literal; 0.0.0.0 for every
+        /// interface, which then needs `advertisedHost`).
+        public var host: String
+        /// The host other nodes dial to reach this one, and part of its
+        /// identity: a container's service name or a machine's DNS name or
+        /// address. Nil: the same as `host`.
+        public var advertisedHost: String?
+        /// Port to listen on; 0 picks a free one (see `address`).
+        public var port: Int
+        /// The cluster secret: nodes connect only when theirs match. Never
+        /// sent. At least `minimumSecretBytes` bytes (see there).
+        public var secret: String
+        /// Event loops; default one per core.
+        public var loopCount: Int
+        /// Waiting messages per actor before new ones are refused.
+        public var mailboxCapacity: Int
+        /// Largest frame sent or accepted, in bytes (default 4 MiB). A larger
+        /// incoming frame closes that connection; a larger outgoing message
+        /// fails with `messageTooLarge`.
+        public var maxFrameSize: Int
+        /// Bytes that may wait to go to one node (default 64 MiB), replies
+        /// included; a peer that asks and stops reading is cut off there.
+        public var outboundCapacity: Int
+        /// Inbound cluster connections open at once, and those of them still
+        /// in their handshake; beyond either, new connections are closed on
+        /// arrival and logged. Defaults derive from the descriptor limit
+        /// (raised to its hard limit at start): three quarters of it less
+        /// 64, and a quarter of that up to 256.
+        public var maxInboundConnections: Int = ConnectionLimits.defaultInbound
+        public var maxHandshakingConnections: Int = ConnectionLimits.defaultHandshaking
+        public var name: String
+        /// After work, how long a loop polls before blocking in the kernel.
+        /// It trades a little CPU after each burst of messages for not waking
+        /// a halted vCPU per message; see the README's W2 figures.
+        public var spinBeforeBlock: Duration
+        /// Nodes to join through (any one alive is enough). Empty: this node
+        /// forms a cluster of its own, which others can join.
+        public var seeds: [NodeAddress]
+        /// Roles this member has (pools can place routees by role).
+        public var roles: Set<String>
+        /// Failure detection, downing and gossip settings.
+        public var membership: MembershipCore.Settings
+        /// How often membership gossips, heartbeats and checks. Default 500 ms.
+        public var membershipTick: Duration
+        /// The management endpoint (GET /members, /health, /metrics): nil for
+        /// none, 0 for any free port (see `managementPort`). Default nil.
+        public var httpPort: Int?
+        /// Where the management endpoint listens. Default loopback.
+        public var httpHost: String
+        /// The management endpoint's request timeout, connection limit and
+        /// request size limits (defaults: 10 s, 64, 64 KiB head, 1 MiB body).
+        public var httpLimits = ManagementLimits()
+        /// A filter on every frame (the test kit's fault gate); nil, so no
+        /// fault code on the path, unless a test or chaos run installs one.
+        package var frameFilter: (any FrameFilter)?
+        /// Run once the node has started, before `init` returns: how a layer
+        /// above adds its system actors and management routes.
+        package var onStart: [@Sendable (ClusterNode) -> Void] = []
+
+        /// The shortest secret a node accepts, in bytes. A peer the node
+        /// dials sees one MAC made with the secret, and can try guesses
+        /// against it offline at millions a second; 16 random bytes put that
+        /// out of reach, a word or a default does not. `oscar secret` prints
+        /// a good one.
+        public static let minimumSecretBytes = 16
+
+        /// The host in this node's identity.
+        public var identityHost: String { advertisedHost ?? host }
+
+        public init(
+            host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
+            mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
+            name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
+            roles: Set<String> = [], membership: MembershipCore.Settings = .init(),
+            membershipTick: Duration = .milliseconds(500), httpPort: Int? = nil, httpHost: String = "127.0.0.1"
+        ) {
+            self.host = host
+            self.port = port
+            self.secret = secret
+            self.loopCount = loopCount
+            self.mailboxCapacity = mailboxCapacity
+            self.maxFrameSize = maxFrameSize
+            self.outboundCapacity = outboundCapacity
+            self.name = name
+            self.spinBeforeBlock = spinBeforeBlock
+            self.seeds = seeds
+            self.roles = roles
+            self.membership = membership
+            self.membershipTick = membershipTick
+            self.httpPort = httpPort
+            self.httpHost = httpHost
+        }
+    }
+
+    public let system: ActorSystem
+    private let hub = ClusterEventHub()
+    /// The filter on this node's frames, when a test or chaos run installed
+    /// one (`Settings.frameFilter`).
+    package let frameFilter: (any FrameFilter)?
+    /// Management routes a layer above added (the test kit's `POST /faults`).
+    private let extraRoutes = Mutex<[String: ManagementRoute]>([:])
+    private let receptionistListings = ReceptionistListings()
+
+    /// The cluster-wide receptionist (see `Receptionist`).
+    public var receptionist: Receptionist {
+        Receptionist(
+            ref: system.ref(for: ActorAddress(node: address, path: ReceptionistActor.path)),
+            listings: receptionistListings)
+    }
+    let stats = NodeStats()
+    private let http = Mutex<HTTPServer?>(nil)
+
+    /// The management endpoint's port, when it was asked for.
+    public var managementPort: Int? { http.withLock { $0?.port } }
+
+    /// This node: the host and the port it actually listens on, and its uid.
+    public var address: NodeAddress { system.node }
+
+    public init(
+        settings: Settings, services: ServiceLocator = ServiceLocator(),
+        _ build: (inout ActorSystemBuilder) -> Void = { _ in }
+    ) throws(TransportError) {
+        let (fd, port) = try SocketAddress.listen(host: settings.host, port: settings.port)
+        system = ActorSystem(
+            settings: .init(
+                name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
+                node: .local(host: settings.identityHost, port: port), spinBeforeBlock: settings.spinBeforeBlock),
+            services: services, build)
+        guard settings.secret.utf8.count >= Settings.minimumSecretBytes else {
+            throw .secretTooShort(settings.secret.utf8.count, minimum: Settings.minimumSecretBytes)
+        }
+        var transportSettings = Transport.Settings()
+        transportSettings.maxInboundConnections = settings.maxInboundConnections
+        transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
+        transportSettings.maxFrameSize = settings.maxFrameSize
+        transportSettings.outboundCapacity = settings.outboundCapacity
+        let transport = Transport(
+            system: system, secret: settings.secret, settings: transportSettings, stats: stats,
+            frameFilter: settings.frameFilter)
+        frameFilter = settings.frameFilter
+        system.attach(transport)
+        try transport.listen(fd: fd)
+        let (me, hub, stats) = (system.node, self.hub, self.stats)
+        let (roles, seeds, membership, tick) = (
+            settings.roles, settings.seeds, settings.membership, settings.membershipTick
+        )
+        for pool in system.clusterPools { hub.listen { pool.apply($0) } }
+        for singleton in system.clusterSingletons {
+            singleton.joinCluster()
+            hub.listen { singleton.apply($0) }
+        }
+        let listings = receptionistListings
+        if let receptionist = try? system.spawn(
+            path: ReceptionistActor.path, on: transport.ioLoop,
+            {
+                ReceptionistActor(listings: listings, interval: .seconds(1))
+            })
+        {
+            hub.listen { event in
+                switch event {
+                case .memberUp(let m): receptionist.tell(ReceptionistActor.MemberChanged(member: m.node, up: true))
+                case .memberRemoved(let m), .memberDowned(let m):
+                    receptionist.tell(ReceptionistActor.MemberChanged(member: m.node, up: false))
+                default: break
+                }
+            }
+        }
+        _ = try? system.spawn(path: DeathWatch.path, on: transport.ioLoop) { DeathWatch() }
+        // A fresh system: the path is free.
+        _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
+            MembershipShell(
+                me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub, stats: stats)
+        }
+        if let httpPort = settings.httpPort {
+            let secret = transport.secret
+            let server = try HTTPServer(
+                host: settings.httpHost, port: httpPort, limits: settings.httpLimits, loop: transport.ioLoop
+            ) {
+                [weak self] request in
+                await self?.management(request, secret: secret)
+                    ?? ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "shutting down\n")
+            }
+            http.withLock { $0 = server }
+        }
+        for start in settings.onStart { start(self) }
+    }
+
+    /// Serves `path` on the management endpoint with `route` (which gets
+    /// the request and the cluster secret, to check a signature).
+    package func addManagementRoute(_ path: String, _ route: @escaping ManagementRoute) {
+        extraRoutes.withLock { $0[path] = route }
+    }
+
+    private func management(_ request: ManagementRoutes.Request, secret: [UInt8]) async -> ManagementRoutes.Response {
+        if let route = extraRoutes.withLock({ $0[request.path] }) { return await route(request, secret) }
+        let empty = MembershipSnapshot(members: [], unreachable: [], leader: nil, observer: address)
+        let membership = (try? await self.membership(timeout: .seconds(2))) ?? empty
+        let snapshot = ManagementRoutes.Snapshot(
+            membership: membership, deadLetters: system.deadLetters, framesIn: stats.value(.framesIn),
+            framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
+            gossipRounds: stats.value(.gossipRounds), authenticationFailures: stats.value(.authenticationFailures),
+            connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff))
+        return ManagementRoutes.respond(request, snapshot)
+    }
+
+    /// Calls `body` with every membership event, in order, on the
+    /// membership loop, before any `events` subscriber sees it.
+    package func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) { hub.listen(body) }
+
+    /// Calls `body` with the members that are up and reachable in this
+    /// node's view, now and after every change, in order.
+    package func listenPlaceable(_ body: @escaping @Sendable ([Member]) -> Void) { hub.listenPlaceable(body) }
+
+    /// Membership changes as this node sees them, from now on.
+    public var events: AsyncStream<ClusterEvent> { hub.subscribe() }
+
+    /// The members as `node` (this one by default) sees them.
+    public func membership(
+        of node: NodeAddress? = nil, timeout: Duration = .seconds(5)
+    ) async throws(AskError)
+        -> MembershipSnapshot
+    {
+        let ref = membershipRef(of: node ?? address)
+        return try await ref.ask(MembershipShell.GetMembers(), timeout: timeout)
+    }
+
+    /// Leaves the cluster gracefully: leaving, exiting, removed, with no
+    /// unreachable phase. `onRemoved` is called when it is done.
+    public func leave() { membershipRef(of: address).tell(MembershipShell.Leave()) }
+
+    /// The membership actor of a node (whichever incarnation is there).
+    private func membershipRef(of node: NodeAddress) -> ActorRef {
+        system.ref(for: MembershipShell.address(of: node))
+    }
+
+    /// Asks another node to leave the cluster gracefully.
+    public func requestLeave(of node: NodeAddress, timeout: Duration = .seconds(5)) async throws(AskError) {
+        let ref = membershipRef(of: node)
+        ref.tell(MembershipShell.Leave())
+        _ = try await ref.ask(Identify(), timeout: timeout)  // FIFO: the leave has arrived
+    }
+
+    /// Downs the member at `member` (host and port) as `node` (this one by
+    /// default) sees it: it is removed without a leave, and stops itself when
+    /// it learns. For operators, and with `Downing.manual`. Returns false if
+    /// there was no such member.
+    public func down(
+        _ member: NodeAddress, via node: NodeAddress? = nil, timeout: Duration = .seconds(5)
+    )
+        async throws(AskError) -> Bool
+    {
+        try await membershipRef(of: node ?? address).ask(
+            MembershipShell.Down(host: member.host, port: member.port), timeout: timeout)
+    }
+
+    /// Called once when membership says this node must stop: it left, or it
+    /// was downed (keep-majority downing on the minority side, or an operator).
+    public func onRemoved(_ body: @escaping @Sendable (String) -> Void) { hub.onShutdown(body) }
+
+    /// A node dropped without `shutdown()` (an error escaped first) shuts
+    /// down here, in order, while its system is still alive: its loops stop
+    /// before anything they run could find the system gone.
+    deinit {
+        if EventLoop.current == nil { shutdown() }
+    }
+
+    /// Closes every connection (waiting asks fail with `nodeUnreachable`),
+    /// stops every actor and loop.
+    public func shutdown() {
+        http.withLock { $0?.close() }
+        system.shutdown()
+    }
+}

@@ -1,0 +1,282 @@
+import Synchronization
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import CoreEngine
+
+/// Oscar's singleton provider, cluster-wide: at most one instance in the
+/// cluster, on the oldest up member, moved when that member leaves or is
+/// removed.
+///
+/// Every node that declares it (`ActorSystemBuilder.clusterSingleton`) has:
+/// - a proxy at `/user/<name>`, which sends each message to the instance
+///   path on the member it believes oldest, and holds messages (bounded)
+///   while it knows of none;
+/// - a host at `/user/<name>/instance`, active on the oldest member only.
+///   An inactive host holds messages (bounded) until it becomes active, or
+///   passes them to the successor when it handed over.
+///
+/// "Never twice": a member starts the instance only once every older member
+/// is gone: exited (it left, and stopped its instance when it saw itself
+/// leaving) or removed (downed and out). Unreachable or downed-but-present
+/// members still block it. So a hand-over waits for the old host, at the
+/// price of a gap: up to the failure-detection and downing bound after a
+/// crash.
+package final class ClusterSingleton: SystemPart, @unchecked Sendable {
+    package let name: String
+    /// Weak, and checked at each use: the system owns the singleton, and a
+    /// system that deinitialises without `shutdown()` may still deliver to
+    /// it from a loop while it goes.
+    private weak let system: ActorSystem?
+    /// This node (the system's, kept so that addresses never need the system).
+    private let node: NodeAddress
+    private let supervision: SupervisionStrategy
+    private let make: @Sendable () -> AnyReactorBox
+    /// Messages held while no instance can take them. Default 1,000.
+    static let bufferLimit = 1_000
+
+    private struct State {
+        /// Members by uid, with what this node knows of them.
+        var members: [UInt64: Member] = [:]
+        var active: ActorCell?
+        var held: [Held] = []
+        var proxyHeld: [Held] = []
+        var clusterAware = false
+    }
+
+    /// A message held for later: replayed through `deliver`.
+    struct Held {
+        var replay: @Sendable (any MessageTarget) -> Void
+        package var refuse: @Sendable (AskError) -> Void
+        /// Starts an ask's timeout while the message waits here.
+        package var arm: @Sendable (EventLoop) -> Void
+    }
+
+    private let state = Mutex(State())
+    package private(set) lazy var host = Entry(singleton: self, address: hostAddress, role: .host)
+    private(set) lazy var proxy = Entry(singleton: self, address: proxyAddress, role: .proxy)
+
+    var hostAddress: ActorAddress { ActorAddress(node: node, path: "/user/\(name)/instance") }
+    var proxyAddress: ActorAddress { ActorAddress(node: node, path: "/user/\(name)") }
+
+    init(
+        name: String, system: ActorSystem, supervision: SupervisionStrategy = .default,
+        make: @escaping @Sendable () -> AnyReactorBox
+    ) {
+        self.name = name
+        self.system = system
+        self.node = system.node
+        self.supervision = supervision
+        self.make = make
+    }
+
+    /// A cluster node says so before membership starts: from then on only
+    /// membership decides where the instance runs. Outside a cluster the
+    /// local system is the whole world, and the instance starts at the
+    /// first message.
+    func joinCluster() { state.withLock { $0.clusterAware = true } }
+
+    // MARK: - Membership
+
+    package func apply(_ event: ClusterEvent) {
+        state.withLock { s in
+            s.clusterAware = true
+            switch event {
+            case .memberUp(let m): s.members[m.uid] = m
+            case .memberLeft(let m), .memberDowned(let m), .unreachable(let m), .reachable(let m):
+                if var known = s.members[m.uid] {
+                    known.status = m.status
+                    s.members[m.uid] = known
+                }
+            case .memberExited(let m), .memberRemoved(let m):
+                s.members.removeValue(forKey: m.uid)
+            case .memberJoined, .leaderChanged: break
+            }
+        }
+        let me = node.uid
+        let leaving = state.withLock { s in s.members[me].map { $0.status != .up } ?? false }
+        if leaving { deactivate() } else { activateIfOldest() }
+        flushProxy()
+    }
+
+    /// The oldest up member: the one that should host.
+    private func oldest(_ s: State) -> Member? {
+        s.members.values.filter { $0.status == .up }.min {
+            ($0.upNumber, $0.node.host, $0.node.port) < ($1.upNumber, $1.node.host, $1.node.port)
+        }
+    }
+
+    private func activateIfOldest() {
+        guard let system else { return }
+        let (cell, held): (ActorCell?, [Held]) = state.withLock { s in
+            guard s.active == nil else { return (nil, []) }
+            let me = node.uid
+            if s.clusterAware {
+                guard let mine = s.members[me], mine.status == .up, oldest(s)?.uid == me else { return (nil, []) }
+                // Every member older than this one must be gone, not merely leaving or unreachable.
+                let blocked = s.members.values.contains { $0.uid != me && $0.upNumber < mine.upNumber }
+                guard !blocked else { return (nil, []) }
+            }
+            let cell = ActorCell(
+                address: hostAddress, loop: system.loops.next(), capacity: system.settings.mailboxCapacity,
+                system: system, supervision: supervision, factory: make)
+            s.active = cell
+            defer { s.held.removeAll() }
+            return (cell, s.held)
+        }
+        guard let cell else { return }
+        Log.shared.info("cluster singleton \(name) starts on this node")
+        cell.loop.execute { cell.startIfNeeded() }
+        for h in held { h.replay(cell) }
+    }
+
+    private func deactivate() {
+        guard
+            let cell = state.withLock({ s -> ActorCell? in
+                defer { s.active = nil }; return s.active
+            })
+        else { return }
+        Log.shared.info("cluster singleton \(name) stops on this node: handing over")
+        cell.stop()
+    }
+
+    /// Where the proxy sends now: the oldest up member's host, if known.
+    private func currentHost() -> ActorAddress? {
+        state.withLock { s in
+            guard s.clusterAware else { return hostAddress }
+            return oldest(s).map { m in
+                ActorAddress(node: m.uid == node.uid ? node : m.node, path: "/user/\(name)/instance")
+            }
+        }
+    }
+
+    private func flushProxy() {
+        guard let system, let host = currentHost(), let target = system.ref(for: host).target else { return }
+        let held = state.withLock { s in
+            defer { s.proxyHeld.removeAll() }
+            return s.proxyHeld
+        }
+        for h in held { h.replay(target) }
+    }
+
+    // MARK: - Delivery
+
+    /// Holds a message in `buffer`, or refuses it when the buffer is full.
+    private func hold(_ h: Held, inProxy: Bool) {
+        guard let system else { return h.refuse(.stopped(inProxy ? proxyAddress : hostAddress)) }
+        // A timeout is armed on a loop's own thread; the sender may be on
+        // another loop or on none (a task on the global executor).
+        let loop = system.loops.next()
+        if loop.inEventLoop {
+            h.arm(loop)
+        } else {
+            _ = loop.execute { h.arm(loop) }
+        }
+        let full = state.withLock { s -> Bool in
+            if inProxy {
+                guard s.proxyHeld.count < Self.bufferLimit else { return true }
+                s.proxyHeld.append(h)
+            } else {
+                guard s.held.count < Self.bufferLimit else { return true }
+                s.held.append(h)
+            }
+            return false
+        }
+        if full { h.refuse(.mailboxFull(inProxy ? proxyAddress : hostAddress)) }
+    }
+
+    fileprivate func proxyDeliver(_ h: Held) {
+        if !state.withLock({ $0.clusterAware }) { activateIfOldest() }
+        guard let host = currentHost(), let target = system?.ref(for: host).target else {
+            hold(h, inProxy: true)
+            return
+        }
+        h.replay(target)
+    }
+
+    fileprivate func hostDeliver(_ h: Held) {
+        if let cell = state.withLock({ $0.active }) {
+            h.replay(cell)
+            return
+        }
+        // Handed over (or not yet started): pass it to the member now
+        // oldest when that is another one, else hold it.
+        if let host = currentHost(), host.node.uid != node.uid, let target = system?.ref(for: host).target {
+            h.replay(target)
+            return
+        }
+        hold(h, inProxy: false)
+    }
+
+    /// The proxy's and the host's message targets (`role` says which): they
+    /// wrap each message so it can wait and be delivered later.
+    package final class Entry: MessageTarget, @unchecked Sendable {
+        package enum Role { case proxy, host }
+        /// Weak: the system owns the singleton, which owns this target.
+        package weak var singleton: ClusterSingleton?
+        package let address: ActorAddress
+        let role: Role
+
+        package init(singleton: ClusterSingleton, address: ActorAddress, role: Role) {
+            self.singleton = singleton
+            self.address = address
+            self.role = role
+        }
+
+        package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            route(Held.typed(message, reply, address: address, system: singleton.system), in: singleton)
+        }
+
+        package func deliverEncoded(
+            manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+        ) {
+            guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
+            route(
+                Held.encoded(Array(manifest), Array(payload), reply, address: address, system: singleton.system),
+                in: singleton)
+        }
+
+        private func route(_ held: Held, in singleton: ClusterSingleton) {
+            switch role {
+            case .proxy: singleton.proxyDeliver(held)
+            case .host: singleton.hostDeliver(held)
+            }
+        }
+    }
+
+    package func stop() { deactivate() }
+}
+
+extension ClusterSingleton.Held {
+    package static func typed<M: Message>(
+        _ message: M, _ reply: (any ReplyTarget)?, address: ActorAddress, system: ActorSystem?
+    ) -> Self {
+        let reply = reply.map(PinnedReply.pinning)
+        return Self(
+            replay: { $0.deliver(message, reply: reply) },
+            refuse: { [weak system] error in refuseMessage(reply, manifest: M.manifest, to: address, error, in: system)
+            },
+            arm: { reply?.arm(on: $0) })
+    }
+
+    package static func encoded(
+        _ manifest: [UInt8], _ payload: [UInt8], _ reply: (any ReplyTarget)?, address: ActorAddress,
+        system: ActorSystem?
+    ) -> Self {
+        let reply = reply.map(PinnedReply.pinning)
+        return Self(
+            replay: { target in
+                manifest.withUnsafeBytes { m in
+                    payload.withUnsafeBytes { p in target.deliverEncoded(manifest: m, payload: p, reply: reply) }
+                }
+            },
+            refuse: { [weak system] error in
+                refuseMessage(
+                    reply, manifest: String(decoding: manifest, as: UTF8.self), to: address, error, in: system)
+            },
+            arm: { reply?.arm(on: $0) })
+    }
+}

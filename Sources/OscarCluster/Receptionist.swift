@@ -1,0 +1,223 @@
+import Synchronization
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import CoreEngine
+
+/// A typed name actors check in under: `ReceptionistKey<Work>("workers")`
+/// lists actors that take `Work`.
+public struct ReceptionistKey<M: Message>: Sendable, Hashable {
+    public let id: String
+    public init(_ id: String) { self.id = id }
+}
+
+/// The cluster-wide receptionist: actors check in under a key on any node,
+/// and any node looks a key up or follows its listing.
+///
+/// Each node owns its own check-ins and sends all of them, with a version,
+/// to every member whenever they change and every second (so a new member,
+/// or one that missed a message, catches up). A node keeps the newest
+/// version it got from each node, so listings converge after membership
+/// changes; a removed or downed node's check-ins leave every listing, and a
+/// local actor that stops leaves its own.
+public struct Receptionist: Sendable {
+    package let ref: ActorRef
+    let listings: ReceptionistListings
+
+    /// Checks `actor` in under `key` (idempotent).
+    public func register<M: Message>(_ actor: ActorRef, as key: ReceptionistKey<M>) {
+        ref.tell(ReceptionistActor.Register(key: key.id, actor: actor))
+    }
+
+    /// Checks `actor` out of `key`.
+    public func deregister<M: Message>(_ actor: ActorRef, from key: ReceptionistKey<M>) {
+        ref.tell(ReceptionistActor.Deregister(key: key.id, actor: actor))
+    }
+
+    /// The actors checked in under `key` on any node, as this node knows them.
+    public func lookup<M: Message>(_ key: ReceptionistKey<M>) -> Set<ActorRef> { listings.current(key.id) }
+
+    /// The listing of `key`: now, then after every change.
+    public func listing<M: Message>(_ key: ReceptionistKey<M>) -> AsyncStream<Set<ActorRef>> {
+        listings.subscribe(key.id)
+    }
+}
+
+/// Listings as the receptionist actor last computed them, readable from any
+/// thread, and their subscribers.
+final class ReceptionistListings: Sendable {
+    private struct State {
+        var listings: [String: Set<ActorRef>] = [:]
+        var subscribers: [String: [Int: AsyncStream<Set<ActorRef>>.Continuation]] = [:]
+        var next = 0
+    }
+    private let state = Mutex(State())
+
+    package func current(_ key: String) -> Set<ActorRef> { state.withLock { $0.listings[key] ?? [] } }
+
+    func subscribe(_ key: String) -> AsyncStream<Set<ActorRef>> {
+        let (stream, continuation) = AsyncStream<Set<ActorRef>>.makeStream()
+        let (id, now) = state.withLock { s -> (Int, Set<ActorRef>) in
+            s.next &+= 1
+            s.subscribers[key, default: [:]][s.next] = continuation
+            return (s.next, s.listings[key] ?? [])
+        }
+        continuation.yield(now)
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.subscribers[key]?.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Publishes the listings that changed.
+    func update(_ listings: [String: Set<ActorRef>]) {
+        let changed = state.withLock { s -> [(Set<ActorRef>, [AsyncStream<Set<ActorRef>>.Continuation])] in
+            var out: [(Set<ActorRef>, [AsyncStream<Set<ActorRef>>.Continuation])] = []
+            for key in Set(s.listings.keys).union(listings.keys) where s.listings[key] != listings[key] {
+                out.append((listings[key] ?? [], Array((s.subscribers[key] ?? [:]).values)))
+            }
+            s.listings = listings
+            return out
+        }
+        for (listing, continuations) in changed { for c in continuations { c.yield(listing) } }
+    }
+
+    package func finish() {
+        let all = state.withLock { s in s.subscribers.values.flatMap(\.values) }
+        for c in all { c.finish() }
+    }
+}
+
+/// The receptionist of one node, at `/system/receptionist`.
+final class ReceptionistActor: Reactor {
+    package static let path = "/system/receptionist"
+
+    struct Register: Message {
+        var key: String
+        var actor: ActorRef
+    }
+    struct Deregister: Message {
+        package var key: String
+        package var actor: ActorRef
+    }
+    /// A node's own check-ins, by key, versioned by that node.
+    struct Entries: Message {
+        package var node: NodeAddress
+        package var version: Int
+        var entries: [String: [ActorRef]]
+    }
+    struct MemberChanged: Message {
+        package var member: NodeAddress
+        package var up: Bool
+    }
+    struct Push: Message {}
+
+    private let listings: ReceptionistListings
+    private let interval: Duration
+    private var context: ActorContext?
+    private var timer: LoopTimer?
+    private var mine: [String: Set<ActorRef>] = [:]
+    private var version = 0
+    /// Other nodes' check-ins, by uid.
+    private var others: [UInt64: Entries] = [:]
+    private var members: [UInt64: NodeAddress] = [:]
+
+    init(listings: ReceptionistListings, interval: Duration) {
+        self.listings = listings
+        self.interval = interval
+    }
+
+    package static func reactions(_ r: inout Reactions<ReceptionistActor>) {
+        r.on(
+            Register.self,
+            do: { me, m in
+                guard me.mine[m.key, default: []].insert(m.actor).inserted else { return }
+                me.context?.watch(m.actor)
+                me.changed()
+            })
+        r.on(
+            Deregister.self,
+            do: { me, m in
+                guard me.mine[m.key]?.remove(m.actor) != nil else { return }
+                me.changed()
+            })
+        r.on(
+            Terminated.self,
+            do: { me, m in
+                var any = false
+                for key in me.mine.keys where me.mine[key]?.remove(m.actor) != nil { any = true }
+                if any { me.changed() }
+            })
+        r.on(
+            Entries.self,
+            do: { me, m in
+                guard m.node.uid != me.context?.node.uid, me.members[m.node.uid] != nil,
+                    m.version > me.others[m.node.uid]?.version ?? -1
+                else { return }
+                me.others[m.node.uid] = m
+                me.publish()
+            })
+        r.on(
+            MemberChanged.self,
+            do: { me, m in
+                guard m.member.uid != me.context?.node.uid else { return }
+                if m.up {
+                    me.members[m.member.uid] = m.member
+                    me.send(to: m.member)
+                } else {
+                    me.members.removeValue(forKey: m.member.uid)
+                    if me.others.removeValue(forKey: m.member.uid) != nil { me.publish() }
+                }
+            })
+        r.on(Push.self, do: { me, _ in me.pushAll() })
+    }
+
+    package func started(_ context: ActorContext) {
+        self.context = context
+        scheduleTick()
+    }
+
+    package func stopped() {
+        if let timer, let loop = EventLoop.current { loop.cancelTimer(timer) }
+        listings.finish()
+    }
+
+    private func scheduleTick() {
+        guard let loop = EventLoop.current, let context else { return }
+        let me = context.ref
+        timer = loop.scheduleTimer(after: interval) { [weak self] in
+            me.tell(Push())
+            self?.scheduleTick()
+        }
+    }
+
+    private func changed() {
+        version &+= 1
+        publish()
+        pushAll()
+    }
+
+    private func pushAll() { for node in members.values { send(to: node) } }
+
+    /// Every use of the system is checked: when it is going away (it
+    /// deinitialises without `shutdown()`) there is no one left to tell.
+    private func send(to node: NodeAddress) {
+        guard let context, let system = context.system else { return }
+        let entries = Entries(node: context.node, version: version, entries: mine.mapValues { Array($0) })
+        system.ref(for: ActorAddress(node: node, path: Self.path)).tell(entries)
+    }
+
+    private func publish() {
+        var all = mine
+        let system = context?.system
+        for entries in others.values {
+            for (key, refs) in entries.entries {
+                // Refs decoded from another node resolve to remote refs here.
+                all[key, default: []].formUnion(refs.map { system?.ref(for: $0.address) ?? $0 })
+            }
+        }
+        listings.update(all.filter { !$0.value.isEmpty })
+    }
+}

@@ -1,0 +1,289 @@
+import Distributed
+import Synchronization
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import OscarCluster
+import OscarDistributed
+import OscarTestKit
+
+/// What every node of a chaos run does while the nemesis works, recording
+/// each step in its history:
+/// - asks, every `interval`: to the `echo` actor of a random member, to the
+///   `workers` cluster pool, to the `ledger` cluster singleton, and calls to
+///   virtual actors (`ChaosAccount`, 8 identities);
+/// - with `streamTo`, a reliable stream to that node's consumer;
+/// - its own membership view, whenever it changes;
+/// - the ledger singleton's starts and stops, when it hosts it, and the
+///   activations of virtual actors it hosts.
+public enum ChaosWorkload {
+    public struct Settings: Sendable {
+        /// When the workload stops (`MonotonicTime` nanoseconds).
+        public var until: UInt64
+        /// Seeds the choice of operations (with the node's port).
+        public var seed: UInt64
+        /// The node whose stream consumer this node produces to, if any.
+        public var streamTo: NodeAddress?
+        public var askTimeout = Duration.seconds(2)
+        public var interval = Duration.milliseconds(100)
+        /// Asks in flight at most; a tick with none free sends nothing.
+        public var maxInFlight = 32
+        /// Stream messages sent per second at most.
+        public var streamRate = 20
+
+        public init(until: UInt64, seed: UInt64, streamTo: NodeAddress? = nil) {
+            self.until = until
+            self.seed = seed
+            self.streamTo = streamTo
+        }
+    }
+
+    /// The singleton's name and its one message.
+    public static let ledger = "ledger"
+    /// Where every chaos node hosts its stream consumer.
+    public static let streamConsumer = "chaos-stream"
+
+    public struct Next: Message {
+        public typealias Reply = LedgerEntry
+        public init() {}
+    }
+
+    public struct LedgerEntry: Codable, Sendable {
+        public var n: Int
+        public var node: String
+    }
+
+    public struct StreamItem: Message {
+        public var seq: UInt64
+        /// The producer's stream id: a restarted producer starts a new one.
+        public var stream: UInt64
+    }
+
+    /// The virtual actor of chaos runs: records its activation and
+    /// deactivation, counts deposits.
+    public distributed actor ChaosAccount {
+        public typealias ActorSystem = ClusterSystem
+        public nonisolated var unownedExecutor: UnownedSerialExecutor { actorSystem.executor(for: id) }
+        package let key: String
+        package let recorder: ChaosRecorder
+        private var balance = 0
+
+        init(actorSystem: ClusterSystem, key: String, recorder: ChaosRecorder) {
+            self.actorSystem = actorSystem
+            self.key = key
+            self.recorder = recorder
+            recorder.record(.activationStart, target: key)
+        }
+
+        deinit { recorder.record(.activationStop, target: key) }
+
+        public distributed func deposit(_ amount: Int) -> Int {
+            balance += amount
+            return balance
+        }
+    }
+
+    public static let virtualKind = "chaos-account"
+
+    final class Ledger: Reactor {
+        let recorder: ChaosRecorder
+        var n = 0
+        var node = ""
+        init(recorder: ChaosRecorder) { self.recorder = recorder }
+        func started(_ context: ActorContext) {
+            node = context.node.description
+            recorder.record(.singletonStart)
+        }
+        func stopped() { recorder.record(.singletonStop) }
+        static func reactions(_ r: inout Reactions<Ledger>) {
+            r.on(
+                Next.self,
+                result: { me, _ in
+                    me.n += 1
+                    return LedgerEntry(n: me.n, node: me.node)
+                })
+        }
+    }
+
+    /// Declares the ledger singleton, whose starts and stops go to `recorder`.
+    public static func declare(in actors: inout ActorSystemBuilder, recorder: ChaosRecorder) {
+        actors.clusterSingleton(ledger) { Ledger(recorder: recorder) }
+    }
+
+    /// Runs the workload on `node` until `settings.until`, then waits for
+    /// every ask to end and (as producer) for the stream's last
+    /// acknowledgement, bounded; records `workload-done` last.
+    public static func run(on cluster: ClusterSystem, settings: Settings, recorder: ChaosRecorder) async {
+        let node = cluster.node
+        let system = node.system
+        try? cluster.registerVirtual(ChaosAccount.self, kind: virtualKind) { cluster, key in
+            ChaosAccount(actorSystem: cluster, key: key, recorder: recorder)
+        }
+        _ = try? ReliableConsumer.spawn(on: system, name: streamConsumer, StreamItem.self) { item in
+            recorder.record(.streamProcess, seq: item.seq, stream: item.stream)
+        }
+        let view = LatestView()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await watchMembership(node, until: settings.until, view: view, recorder: recorder) }
+            if let target = settings.streamTo {
+                group.addTask { await produce(on: system, to: target, settings: settings, recorder: recorder) }
+            }
+            group.addTask { await ask(on: cluster, settings: settings, view: view, recorder: recorder) }
+        }
+        recorder.record(.workloadDone)
+    }
+
+    /// The node's latest view, shared by the watcher and the asker.
+    final class LatestView: Sendable {
+        package let members = Mutex<[String]>([])
+    }
+
+    final class InFlight: Sendable {
+        package let count = Atomic<Int>(0)
+    }
+
+    static func membersLine(_ snapshot: MembershipSnapshot) -> [String] {
+        snapshot.members.map { m in
+            ChaosViewEntry(
+                node: "\(m.node.host):\(m.node.port)", status: m.status.rawValue,
+                reachable: !snapshot.unreachable.contains(m.uid)
+            ).text
+        }.sorted()
+    }
+
+    private static func watchMembership(
+        _ node: ClusterNode, until: UInt64, view: LatestView, recorder: ChaosRecorder
+    ) async {
+        var last: [String] = []
+        while MonotonicTime.now() < until {
+            if let snapshot = try? await node.membership(timeout: .seconds(1)) {
+                let line = membersLine(snapshot)
+                if line != last {
+                    recorder.record(.view, members: line)
+                    view.members.withLock { $0 = line }
+                    last = line
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(200))  // the next look; a view is recorded when it changes
+        }
+    }
+
+    private static func ask(
+        on cluster: ClusterSystem, settings: Settings, view: LatestView, recorder: ChaosRecorder
+    )
+        async
+    {
+        let node = cluster.node
+        let system = node.system
+        let me = node.address
+        var random = SplitMix64(seed: settings.seed &* 31 &+ UInt64(me.port))
+        let inFlight = InFlight()
+        let timeout = settings.askTimeout
+        await withTaskGroup(of: Void.self) { group in
+            var op = 0
+            while MonotonicTime.now() < settings.until {
+                try? await Task.sleep(for: settings.interval)  // the workload's pace
+                guard inFlight.count.load(ordering: .relaxed) < settings.maxInFlight else { continue }
+                op += 1
+                let draw = random.unit()
+                let target: String
+                let call: @Sendable () async throws(AskError) -> Void
+                if draw < 0.4 {
+                    let up = view.members.withLock { $0 }.compactMap(ChaosViewEntry.init).filter(\.isUpAndReachable)
+                        .map(\.node)
+                    let peer = up.isEmpty ? me.description : up[Int(random.next() % UInt64(up.count))]
+                    target = "echo@\(peer)"
+                    guard let ref = system.ref("oscar://\(peer)/user/echo") else { continue }
+                    let text = "\(op)"
+                    call = { () async throws(AskError) in _ = try await ref.ask(Demo.Echo(text: text), timeout: timeout)
+                    }
+                } else if draw < 0.7 {
+                    target = "pool"
+                    let ref = system.ref(for: ActorAddress(node: me, path: "/user/workers"))
+                    let id = op
+                    call = { () async throws(AskError) in _ = try await ref.ask(Demo.Work(id: id), timeout: timeout) }
+                } else if draw < 0.85 {
+                    target = "singleton"
+                    let ref = system.ref(for: ActorAddress(node: me, path: "/user/\(ledger)"))
+                    call = { () async throws(AskError) in _ = try await ref.ask(Next(), timeout: timeout) }
+                } else {
+                    let key = "k\(random.next() % 8)"
+                    target = "virtual@\(key)"
+                    guard let account = try? cluster.virtualActor(ChaosAccount.self, id: key) else { continue }
+                    call = { () async throws(AskError) in
+                        do {
+                            _ = try await account.deposit(1)
+                        } catch let error as AskError {
+                            throw error
+                        } catch {
+                            throw .handlerFailed("\(error)")
+                        }
+                    }
+                }
+                let number = op
+                inFlight.count.add(1, ordering: .relaxed)
+                // Distributed calls time out after the system's call timeout.
+                let bound = target.hasPrefix("virtual@") ? cluster.settings.callTimeout : timeout
+                recorder.record(.invoke, op: number, target: target, value: Int(bound.nanoseconds / 1_000_000))
+                group.addTask {
+                    do throws(AskError) {
+                        try await call()
+                        recorder.record(.ok, op: number, target: target)
+                    } catch .timeout {
+                        recorder.record(.timeout, op: number, target: target)
+                    } catch {
+                        recorder.record(.fail, op: number, target: target, detail: "\(error)")
+                    }
+                    inFlight.count.subtract(1, ordering: .relaxed)
+                }
+            }
+        }
+    }
+
+    private static func produce(
+        on system: ActorSystem, to target: NodeAddress, settings: Settings, recorder: ChaosRecorder
+    )
+        async
+    {
+        let consumer = system.ref(for: ActorAddress(node: target, path: "/user/\(streamConsumer)"))
+        guard
+            let producer = try? ReliableProducer<StreamItem>(
+                on: system, name: "chaos-producer", to: consumer, window: 32, resendInterval: .milliseconds(300))
+        else { return }
+        defer { producer.close() }
+        let pace = Duration.milliseconds(1000 / max(settings.streamRate, 1))
+        var acknowledged: UInt64 = 0
+        func noteAcks() {
+            let now = producer.acknowledged
+            if now > acknowledged {
+                acknowledged = now
+                recorder.record(.streamAck, seq: now, stream: producer.stream)
+            }
+        }
+        var seq: UInt64 = 0
+        while MonotonicTime.now() < settings.until {
+            // `send` waits while the window is full: bounded by the deadline.
+            let sending = Task { [seq] in try? await producer.send(StreamItem(seq: seq + 1, stream: producer.stream)) }
+            while MonotonicTime.now() < settings.until, producer.sent == seq {
+                try? await Task.sleep(for: .milliseconds(20))  // poll the window
+                noteAcks()
+            }
+            guard producer.sent > seq else {
+                sending.cancel()
+                break
+            }
+            seq += 1
+            recorder.record(.streamSend, seq: seq, stream: producer.stream)
+            noteAcks()
+            try? await Task.sleep(for: pace)  // the stream's rate
+        }
+        // After the deadline: wait (bounded) for what was sent to be acknowledged.
+        let drain = MonotonicTime.now() + 20_000_000_000
+        while acknowledged < producer.sent, MonotonicTime.now() < drain {
+            try? await Task.sleep(for: .milliseconds(100))  // poll the acknowledgements
+            noteAcks()
+        }
+    }
+}

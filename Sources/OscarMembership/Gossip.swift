@@ -1,0 +1,285 @@
+import OscarBase
+import CoreEngine
+
+/// What a node knows of the cluster, and what nodes gossip to each other:
+/// the members (removed ones kept as tombstones, so they cannot come back),
+/// who observes whom as unreachable, and who has seen this exact state.
+///
+/// `members` and `reachability` form a join-semilattice: `merged(with:)` is
+/// commutative, associative and idempotent on them (tested on generated
+/// states), so nodes converge whatever the order gossip arrives in. The
+/// `version` names the content, so most merges are a comparison of versions
+/// and no member is touched. `seen` is not part of the join; it tracks
+/// convergence: a state is converged when every member that counts has seen
+/// it.
+public struct Gossip: Codable, Hashable, Sendable {
+    public private(set) var members: [UInt64: Member] = [:]
+    public private(set) var reachability = Reachability()
+    /// Names the content exactly (see `VersionVector`): every change this
+    /// node makes raises its own counter.
+    public private(set) var version = VersionVector()
+    /// Who has seen this exact state: a flag per member of `current`, in the
+    /// same order. Two states with the same version have the same `current`,
+    /// so their flags line up and unite with an `or`, with no hashing; only
+    /// current members count for convergence, so only they are recorded.
+    private(set) var seenFlags: [Bool] = []
+    /// Members that are part of the cluster now (not removed), in address
+    /// order. Stored, like `unreachable` and `leader`: they are read many
+    /// times per action and change only with the content.
+    public private(set) var current: [Member] = []
+    /// Removed members' uids, sorted: with `current`, every member.
+    private(set) var tombstones: [UInt64] = []
+    /// Current members that some current member observes as unreachable.
+    public private(set) var unreachable: Set<UInt64> = []
+    /// The same, as a flag per member of `current`: read on every tick for
+    /// every member, without hashing.
+    private(set) var unreachableFlags: [Bool] = []
+    /// The reachable member with the lowest address among those up or
+    /// leaving (among joining ones while none is up yet).
+    public private(set) var leader: Member?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey { case members, reachability, version, seen }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        reachability = try c.decode(Reachability.self, forKey: .reachability)
+        version = try c.decode(VersionVector.self, forKey: .version)
+        let seen = try c.decode(Set<UInt64>.self, forKey: .seen)
+        members = try c.decode([UInt64: Member].self, forKey: .members)
+        current = members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder)
+        tombstones = members.values.filter { $0.status == .removed }.map(\.uid).sorted()
+        seenFlags = current.map { seen.contains($0.uid) }
+        refreshReachability()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(members, forKey: .members)
+        try c.encode(reachability, forKey: .reachability)
+        try c.encode(version, forKey: .version)
+        try c.encode(seen, forKey: .seen)
+    }
+
+    /// The join of both states' members and reachability.
+    public struct Content: Hashable, Sendable {
+        public var members: [UInt64: Member]
+        public var reachability: Reachability
+    }
+
+    public var content: Content { Content(members: members, reachability: reachability) }
+
+    // MARK: - Changes made by this node
+
+    /// Adds or advances a member. A status may only move forward
+    /// (`MemberStatus.canMove`), and the new record must be the later one by
+    /// the merge's order, so a change never takes the state back down the
+    /// lattice; anything else is ignored and returns false. `observer` is
+    /// the node making the change: this node.
+    @discardableResult
+    public mutating func update(_ member: Member, by observer: UInt64) -> Bool {
+        if let existing = members[member.uid] {
+            guard existing != member, existing.status.canMove(to: member.status),
+                Member.later(existing, member) == member
+            else { return false }
+        }
+        members[member.uid] = member
+        // Keep `current` sorted without sorting it again.
+        if member.status == .removed {
+            current.removeAll { $0.uid == member.uid }
+            let at = tombstones.firstIndex { $0 >= member.uid } ?? tombstones.endIndex
+            if at == tombstones.endIndex || tombstones[at] != member.uid { tombstones.insert(member.uid, at: at) }
+        } else if let i = current.firstIndex(where: { $0.uid == member.uid }) {
+            current[i] = member
+        } else {
+            let at = current.firstIndex { Self.addressOrder(member, $0) } ?? current.endIndex
+            current.insert(member, at: at)
+        }
+        changed(by: observer)
+        refreshReachability()
+        return true
+    }
+
+    public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) {
+        guard reachability.observe(observer, reaches: subject, reachable) else { return }
+        changed(by: observer)
+        refreshReachability()
+    }
+
+    /// Records that current member `uid` has seen this state.
+    public mutating func markSeen(by uid: UInt64) {
+        if let i = current.firstIndex(where: { $0.uid == uid }) { seenFlags[i] = true }
+    }
+
+    /// A new state: only the node that made it has seen it.
+    private mutating func changed(by observer: UInt64) {
+        version.increment(observer)
+        seenFlags = Array(repeating: false, count: current.count)
+        markSeen(by: observer)
+    }
+
+    // MARK: - Merging
+
+    /// Merges gossip received from another node. The versions decide:
+    /// the same version is the same content, so whoever had seen either has
+    /// seen the result; a state that includes the other is the result as it
+    /// stands; only concurrent states are joined member by member, and then
+    /// nobody but the merging node has seen the result (it marks itself).
+    public func merged(with other: Gossip) -> Gossip {
+        switch version.compare(other.version) {
+        case .same where current.count == other.current.count:
+            var out = self
+            for i in out.seenFlags.indices where other.seenFlags[i] { out.seenFlags[i] = true }
+            return out
+        case .after: return self
+        case .before: return other
+        case .concurrent, .same:
+            // (.same with different members only comes from a peer that
+            // broke the version rule: join rather than trust it.)
+            return joined(with: other)
+        }
+    }
+
+    /// The join of both contents, whatever the versions say. `merged(with:)`
+    /// takes this path only for concurrent states, whose join is new to
+    /// both sides: nobody has seen it yet. The tests check that the
+    /// shortcuts agree with it.
+    ///
+    /// Under message loss a thousand-node cluster merges concurrent states
+    /// several times a second per node, so this avoids touching every
+    /// member: it walks the two sorted `current` arrays and writes only the
+    /// records that differ, and merges only the observers whose version
+    /// counters differ (an observer's records change only with its counter).
+    package func joined(with other: Gossip) -> Gossip {
+        var out = self
+        out.version = version.merged(with: other.version)
+        out.reachability = reachability.merged(
+            with: other.reachability, observers: version.nodesDiffering(from: other.version))
+        // Most concurrent states differ only in reachability (a suspicion
+        // and its refutation): then this side's members stand as they are.
+        var same = self.current.count == other.current.count
+        if same {
+            for i in self.current.indices where !Self.sameRecord(self.current[i], other.current[i]) {
+                same = false
+                break
+            }
+        }
+        if !same {
+            var current: [Member] = []
+            current.reserveCapacity(max(self.current.count, other.current.count))
+            Self.walk(self.current, other.current) { i, j in
+                let mine = i.map { self.current[$0] } ?? members[other.current[j!].uid]
+                let theirs = j.map { other.current[$0] } ?? other.members[self.current[i!].uid]
+                let member: Member
+                switch (mine, theirs) {
+                case (let a?, let b?): member = Self.sameRecord(a, b) ? a : .later(a, b)
+                case (let a?, nil): member = a
+                case (nil, let b?): member = b
+                case (nil, nil): return  // cannot happen: the walk visits members of either side
+                }
+                if member.status != mine?.status || member.upNumber != mine?.upNumber {
+                    out.members[member.uid] = member
+                }
+                if member.status != .removed { current.append(member) }
+            }
+            out.current = current
+        }
+        // Tombstones on both sides, or only on the other (the walk saw the
+        // members current on either side).
+        for uid in other.tombstones {
+            guard let theirs = other.members[uid] else { continue }
+            let mine = members[uid]
+            guard mine?.status ?? .removed == .removed else { continue }
+            let member = mine.map { Self.sameRecord($0, theirs) ? $0 : Member.later($0, theirs) } ?? theirs
+            if member.status != mine?.status || member.upNumber != mine?.upNumber { out.members[uid] = member }
+        }
+        if other.tombstones != tombstones { out.tombstones = Array(Set(tombstones).union(other.tombstones)).sorted() }
+        out.seenFlags = Array(repeating: false, count: out.current.count)
+        out.refreshReachability()
+        return out
+    }
+
+    /// Two records of the same member at the same stage. A member's address,
+    /// roles and version never change for one uid (a restart is a new uid),
+    /// so comparing the fields that do change is enough, and cheap.
+    static func sameRecord(_ a: Member, _ b: Member) -> Bool {
+        a.uid == b.uid && a.status == b.status && a.upNumber == b.upNumber
+    }
+
+    /// Visits the indices of two address-sorted member arrays in address
+    /// order, in pairs when both hold the member. One merge walk serves both
+    /// the join and the event diff, so neither sorts, hashes nor copies
+    /// every member.
+    static func walk(_ a: [Member], _ b: [Member], _ visit: (Int?, Int?) -> Void) {
+        var i = 0
+        var j = 0
+        while i < a.count, j < b.count {
+            if a[i].uid == b[j].uid {
+                visit(i, j)
+                i += 1
+                j += 1
+            } else if addressOrder(a[i], b[j]) {
+                visit(i, nil)
+                i += 1
+            } else {
+                visit(nil, j)
+                j += 1
+            }
+        }
+        for i in i..<a.count { visit(i, nil) }
+        for j in j..<b.count { visit(nil, j) }
+    }
+
+    /// Recomputes `unreachable` and `leader` from `current` and
+    /// `reachability`.
+    private mutating func refreshReachability() {
+        func isCurrent(_ uid: UInt64) -> Bool { members[uid].map { $0.status != .removed } ?? false }
+        var out: Set<UInt64> = []
+        // Few observers hold a suspicion: look members up for those only.
+        for (observer, o) in reachability.observers where !o.unreachable.isEmpty && isCurrent(observer) {
+            for subject in o.unreachable where subject != observer && isCurrent(subject) {
+                out.insert(subject)
+            }
+        }
+        unreachable = out
+        unreachableFlags = Array(repeating: false, count: current.count)
+        for uid in out {
+            if let i = current.firstIndex(where: { $0.uid == uid }) { unreachableFlags[i] = true }
+        }
+        var firstJoining: Member?
+        leader = nil
+        for (i, m) in current.enumerated() where !unreachableFlags[i] {
+            if m.status == .up || m.status == .leaving {
+                leader = m
+                break
+            }
+            if m.status == .joining, firstJoining == nil { firstJoining = m }
+        }
+        if leader == nil { leader = firstJoining }
+    }
+
+    // MARK: - Reading
+
+    public func isReachable(_ uid: UInt64) -> Bool { !unreachable.contains(uid) }
+
+    /// The current members that have seen this exact state.
+    public var seen: Set<UInt64> { Set(current.indices.lazy.filter { seenFlags[$0] }.map { current[$0].uid }) }
+
+    public func hasSeen(_ uid: UInt64) -> Bool { current.firstIndex { $0.uid == uid }.map { seenFlags[$0] } ?? false }
+
+    /// Converged: every current, reachable member that is not down or exiting
+    /// has seen this state. Unreachable members are not waited for (they
+    /// cannot see it), so one unreachable member does not block every change;
+    /// nor are exiting ones, which stop once they know they are exiting.
+    public var isConverged: Bool {
+        current.indices.allSatisfy { i in
+            seenFlags[i] || unreachableFlags[i] || current[i].status == .down || current[i].status == .exiting
+        }
+    }
+
+    /// Lowest host, then port, then uid: every node sorts members the same way.
+    package static func addressOrder(_ a: Member, _ b: Member) -> Bool {
+        (a.node.host, a.node.port, a.node.uid) < (b.node.host, b.node.port, b.node.uid)
+    }
+}

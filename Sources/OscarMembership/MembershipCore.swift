@@ -1,0 +1,561 @@
+import CoreEngine
+import OscarBase
+
+/// Cluster membership as a pure reducer (a CoreEngine `Core`): join requests,
+/// gossip, heartbeats and clock ticks go in; the new state comes out with the
+/// directives the shell must perform (send gossip or heartbeats, publish
+/// events, shut this node down) in its `outbox`.
+///
+/// Nothing here reads a clock, a socket or a global random generator: time
+/// arrives with `.tick`, randomness from a seed in the state. The simulator
+/// and the tests drive N of these with virtual time and a virtual network.
+public struct MembershipCore: Core {
+    public struct Settings: Sendable, Hashable {
+        /// How a partition is resolved. Default `.keepMajority`.
+        public enum Downing: Sendable, Hashable {
+            /// After `stableAfter`, a side holding a majority of the members
+            /// that were up, agreed on by every member of that side, downs
+            /// the others; any other node downs itself. A tie goes to the
+            /// side holding the lowest address. (`KeepMajority` has the rule.)
+            case keepMajority
+            /// Members are downed only by an operator (`.down`).
+            case manual
+        }
+
+        public var failureDetector = PhiAccrualDetector.Settings()
+        /// Unreachable this long (without change) before downing acts.
+        /// Default 5 s.
+        public var stableAfter: Double = 5
+        /// How much longer than `stableAfter` the unreachable set may keep
+        /// changing, or this side stay unconverged, before the node decides
+        /// anyway: a consistent majority downs the members unreachable for
+        /// at least `stableAfter`; any other node downs itself. Default 4 s.
+        public var decideWhenUnstableAfter: Double = 4
+        /// How long a downed member stays in the membership before the
+        /// leader removes it (and a singleton may move). It covers the time
+        /// the downed side may still take to down itself: at most
+        /// `decideWhenUnstableAfter` plus the detectors' skew. Default 8 s.
+        public var removalMargin: Double = 8
+        /// A node that finds it did not tick for this long (it was frozen:
+        /// SIGSTOP, a stalled machine) downs itself on its next tick; nil,
+        /// the default, means `removalMargin`. Longer than that is unsafe:
+        /// the others may have removed it before it could down itself.
+        public var frozenLimit: Double?
+        public var downing = Downing.keepMajority
+        /// Members gossiped to per tick. Default 1.
+        public var gossipFanout = 1
+        /// How long the first seed waits, after the last other seed asked
+        /// it to join (so is in no cluster either), before it forms a new
+        /// cluster; it forms one only once every seed has. The wait lets a
+        /// cluster that lives on without its seeds invite them, or, cut off
+        /// as a minority, down itself (`stableAfter` +
+        /// `decideWhenUnstableAfter` + detection) before a second cluster
+        /// can start. Default 12 s.
+        public var firstSeedTimeout: Double = 12
+
+        public init() {}
+    }
+
+    public enum Directive: Sendable, Hashable {
+        case sendJoin(to: NodeAddress, Member)
+        case sendGossip(to: NodeAddress, Gossip)
+        /// Ask a watched member for a heartbeat; it answers `sendHeartbeat`.
+        case sendHeartbeatRequest(to: NodeAddress)
+        case sendHeartbeat(to: NodeAddress)
+        case publish(ClusterEvent)
+        /// This node is down or removed: stop it.
+        case shutDown(reason: String)
+    }
+
+    public enum Action: Sendable {
+        /// Start: join the cluster through these seeds (empty for the first node).
+        case join(seeds: [NodeAddress])
+        /// Another node asks to join.
+        case joinRequest(Member)
+        /// Gossip received, and who sent it (to answer a sender that lacks
+        /// the merged result).
+        case gossip(Gossip, from: NodeAddress)
+        /// A watcher asks for a heartbeat.
+        case heartbeatRequest(from: NodeAddress)
+        case heartbeat(from: UInt64)
+        /// Time passes: now, in seconds on the caller's monotonic clock.
+        case tick(now: Double)
+        /// This node leaves gracefully.
+        case leave
+        /// An operator downs a member.
+        case down(UInt64)
+    }
+
+    public struct State: Sendable {
+        public var me: Member
+        public var gossip = Gossip()
+        public var now: Double = 0
+        /// Directives produced by the last actions, for the shell to perform.
+        public var outbox: [Directive] = []
+        package var seeds: [NodeAddress] = []
+        var detectors: [UInt64: PhiAccrualDetector] = [:]
+        /// When the set of unreachable members last changed (downing waits
+        /// for it to be stable).
+        var unreachableChangedAt: Double = 0
+        /// Members unreachable in this view that are neither down nor
+        /// exiting: the ones downing must decide about.
+        var lastUnreachable: Set<UInt64> = []
+        /// Since when `lastUnreachable` has not been empty.
+        var unstableSince: Double?
+        /// Since when each member of `lastUnreachable` has been in it.
+        var unreachableSince: [UInt64: Double] = [:]
+        /// When this node first saw each current member down: it is removed
+        /// `removalMargin` later.
+        var downSince: [UInt64: Double] = [:]
+        /// Members this node knows every member has seen up (a converged
+        /// state with nobody unreachable showed them up): every side counts
+        /// them as voters. See `KeepMajority`.
+        package var settled: Set<UInt64> = []
+        /// Exiting members that sent this node a state naming themselves
+        /// exiting: a member stops the moment it sees that, so these are
+        /// gone. They count as voters nowhere and are removed at once.
+        var exited: Set<UInt64> = []
+        /// The last state the leader told every member was converged.
+        var announced: VersionVector?
+        /// When this node last ticked: a long gap means it was frozen.
+        var lastTickAt: Double?
+        package var random: SplitMix64
+        package var stopped = false
+        /// False while this node waits for a seed to let it in. Until then it
+        /// must not act as a leader of its one-member view: promoting itself
+        /// to up would start a second cluster.
+        package var admitted = false
+        /// Set when this node is the first of its seeds: it forms the cluster
+        /// if no other seed answers by then.
+        var formClusterAt: Double?
+        /// Seeds (by endpoint, `host:port`) that asked this first seed to let
+        /// them in while it was not admitted either, so belong to no cluster,
+        /// and when each last asked: one that stops asking (it joined a
+        /// cluster after all) no longer counts. The first seed forms a
+        /// cluster only when every other seed counts, so a first seed
+        /// restarted while a cluster lives on elsewhere (behind a partition,
+        /// or with a seed still in it) waits and joins it instead of
+        /// starting a second one.
+        var seedsWithoutCluster: [String: Double] = [:]
+        /// A leave asked for while this node was still joining: carried out
+        /// once it is up (joining → leaving is not a transition).
+        var leaveWhenUp = false
+
+        public init(me: NodeAddress, roles: Set<String> = [], seed: UInt64) {
+            self.me = Member(node: me, roles: roles)
+            self.random = SplitMix64(seed: seed)
+        }
+
+        /// This node's status in its own view.
+        public var myStatus: MemberStatus { gossip.members[me.uid]?.status ?? me.status }
+    }
+
+    public let settings: Settings
+
+    /// A seed counts as in no cluster while it has asked to join this
+    /// recently: joining seeds ask every tick, and one that joined a
+    /// cluster stops asking.
+    static let seedEvidenceWindow = 1.5
+
+    public init(settings: Settings = Settings()) { self.settings = settings }
+
+    /// Up → leaving, gossiped at once to more members than a round does.
+    private func startLeaving(_ s: inout State) {
+        guard var me = s.gossip.members[s.me.uid], me.status.canMove(to: .leaving), me.status != .leaving else {
+            return
+        }
+        s.leaveWhenUp = false
+        me.status = .leaving
+        s.gossip.update(me, by: s.me.uid)
+        gossip(&s, count: settings.gossipFanout + 1)
+    }
+
+    public func reduce(state: State, action: Action) -> State {
+        var s = state
+        s.outbox = []
+        guard !s.stopped else { return s }
+        // Heartbeats are most of the traffic and never change the gossip:
+        // handle them without diffing the state.
+        switch action {
+        case .heartbeatRequest(let watcher):
+            s.outbox.append(.sendHeartbeat(to: watcher))
+            // A member this view has downed or removed still asks: it was
+            // frozen or cut off when the news went round, and nobody gossips
+            // to it any more. Tell it, so it stops before its removal can
+            // let a singleton start elsewhere.
+            if let status = s.gossip.members[watcher.uid]?.status, status == .down || status == .removed {
+                s.outbox.append(.sendGossip(to: watcher, s.gossip))
+            }
+            return s
+        case .heartbeat(let uid):
+            // Only from members this node watches (the tick starts watching).
+            s.detectors[uid]?.heartbeat(at: s.now)
+            return s
+        default: break
+        }
+        let before = s.gossip
+        switch action {
+        case .join(let seeds):
+            let isMe = { (n: NodeAddress) in n.hasEndpoint(of: s.me.node) }
+            s.seeds = seeds.filter { !isMe($0) }
+            s.gossip.update(s.me, by: s.me.uid)
+            if let first = seeds.first, isMe(first), !s.seeds.isEmpty {
+                s.formClusterAt = s.now + settings.firstSeedTimeout
+            }
+            if s.seeds.isEmpty {
+                // The first node forms the cluster on its own.
+                s.admitted = true
+                var me = s.me
+                me.status = .up
+                me.upNumber = 1
+                s.gossip.update(me, by: me.uid)
+            } else {
+                s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
+            }
+        case .joinRequest(let member):
+            // Only a member of a cluster lets others in: two nodes that are
+            // both still joining would otherwise form a cluster of their own
+            // beside the one their seeds belong to.
+            if !s.admitted, s.formClusterAt != nil, s.seeds.contains(where: { $0.hasEndpoint(of: member.node) }) {
+                // Wait a full timeout after the last seed showed up, long
+                // enough for a cluster that lives on without its seeds to
+                // invite them (`inviteSeeds`) first.
+                if s.seedsWithoutCluster.updateValue(s.now, forKey: member.node.description) == nil {
+                    s.formClusterAt = max(s.formClusterAt ?? 0, s.now + settings.firstSeedTimeout)
+                }
+            }
+            if s.admitted, s.gossip.members[member.uid] == nil {
+                // A new incarnation holds the endpoint, so the old process
+                // is gone: down it now (Akka does the same), and it stops
+                // counting as a voter at once (`KeepMajority`).
+                for var old in s.gossip.current
+                where old.uid != member.uid && old.node.hasEndpoint(of: member.node) && old.status != .down {
+                    old.status = .down
+                    s.gossip.update(old, by: s.me.uid)
+                }
+                s.gossip.update(member, by: s.me.uid)
+                s.outbox.append(.sendGossip(to: member.node, s.gossip))
+            }
+        case .gossip(let received, let sender):
+            // A member takes gossip only about its own cluster: a state that
+            // does not name it comes from another cluster (the seeds'
+            // invitation below, or a second cluster's leader) and is not
+            // merged, so two clusters never blend into one view.
+            guard !s.admitted || received.members[s.me.uid] != nil else { return s }
+            if received.members[sender.uid]?.status == .exiting { s.exited.insert(sender.uid) }
+            s.gossip = s.gossip.merged(with: received)
+            s.gossip.markSeen(by: s.me.uid)
+            // Answer a sender that lacks the merged state, or does not know
+            // this node has seen it: that is how "seen" flows back to the
+            // leader without waiting for a random gossip to reach it. One
+            // exchange settles it (the second merge changes nothing).
+            if s.gossip.version != received.version || !received.hasSeen(s.me.uid) {
+                s.outbox.append(.sendGossip(to: sender, s.gossip))
+            }
+            if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
+            if noteSettled(&s) { noteDowned(&s) }
+        case .heartbeatRequest, .heartbeat: break  // handled above
+        case .tick(let now):
+            s.now = now
+            if let last = s.lastTickAt, now - last > settings.frozenLimit ?? settings.removalMargin,
+                s.admitted, s.myStatus != .exiting
+            {
+                // Frozen (SIGSTOP, a stalled machine) for longer than the
+                // removal margin: the others may have downed this node while
+                // it could not notice, and would remove it (and start a
+                // singleton elsewhere) before it could see the stable window
+                // out and down itself. It cannot tell, so it goes now.
+                downSelf(&s)
+            } else {
+                tick(&s)
+            }
+            s.lastTickAt = now
+        case .leave:
+            if s.myStatus == .joining { s.leaveWhenUp = true }
+            startLeaving(&s)
+        case .down(let uid):
+            if var m = s.gossip.members[uid], m.status.canMove(to: .down), m.status != .down {
+                m.status = .down
+                s.gossip.update(m, by: s.me.uid)
+            }
+        }
+        if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s) }
+        announceConvergence(&s)
+        s.outbox += ClusterEvent.diff(from: before, to: s.gossip).map { .publish($0) }
+        // Down or removed: out. Exiting: the leader removes this node without
+        // waiting for it, so a graceful leave ends here.
+        if s.myStatus == .removed || s.myStatus == .down || s.myStatus == .exiting {
+            s.stopped = true
+            if s.myStatus == .exiting {
+                // A leaver's last word, to every member: "I am exiting", so
+                // each knows it is gone (`State.exited`) and no longer counts
+                // it as a voter, even if the leader that would remove it
+                // fails next.
+                for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
+                    s.outbox.append(.sendGossip(to: m.node, s.gossip))
+                }
+            }
+            s.outbox.append(.shutDown(reason: "this node is \(s.myStatus) in the cluster's view"))
+        }
+        return s
+    }
+
+    // MARK: - Each tick
+
+    /// How many members watch each member: the ones just before it in
+    /// address order. One watcher's observation spreads by gossip, so
+    /// heartbeats cost O(N·k), not O(N²).
+    public static let monitorsPerMember = 5
+
+    /// The members `me` watches: the next `monitorsPerMember` after it, in
+    /// address order, wrapping around, skipping exiting members (they are on
+    /// their way out on purpose). Walks indices: copying member records was
+    /// the cost at 1,000 nodes.
+    static func monitored(by me: UInt64, in members: [Member]) -> [Member] {
+        guard let mine = members.firstIndex(where: { $0.uid == me }) else { return [] }
+        var out: [Member] = []
+        var i = (mine + 1) % members.count
+        while i != mine, out.count < monitorsPerMember {
+            if members[i].status != .exiting { out.append(members[i]) }
+            i = (i + 1) % members.count
+        }
+        return out
+    }
+
+    private func tick(_ s: inout State) {
+        let others = Self.monitored(by: s.me.uid, in: s.gossip.current)
+        // Request/response: whoever this node watches answers it, whatever
+        // its own view of who watches whom (views differ while nodes join).
+        s.outbox += others.map { .sendHeartbeatRequest(to: $0.node) }
+        // Still joining and nobody answered: ask the seeds again, or, as the
+        // first seed after its timeout, form the cluster.
+        if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1,
+            s.seedsWithoutCluster.values.filter({ s.now - $0 <= Self.seedEvidenceWindow }).count
+                >= Set(s.seeds.map(\.description)).count
+        {
+            s.admitted = true
+            var me = s.me
+            me.status = .up
+            me.upNumber = 1
+            s.gossip.update(me, by: me.uid)
+        } else if s.myStatus == .joining, s.gossip.current.count == 1 {
+            s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
+        }
+        detect(&s, others)
+        gossip(&s, count: settings.gossipFanout)
+        if s.admitted, s.gossip.leader?.uid == s.me.uid {
+            leaderActions(&s)
+            inviteSeeds(&s)
+        }
+        downing(&s)
+    }
+
+    private func detect(_ s: inout State, _ others: [Member]) {
+        for member in others {
+            let d =
+                s.detectors[member.uid]
+                ?? {
+                    // Start watching with a heartbeat "now", so a member is not
+                    // suspected before its first heartbeat could have arrived.
+                    var fresh = PhiAccrualDetector(settings: settings.failureDetector)
+                    fresh.heartbeat(at: s.now)
+                    return fresh
+                }()
+            s.detectors[member.uid] = d
+            let mine = s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(member.uid) ?? false
+            let available = d.isAvailable(at: s.now)
+            if available == mine { s.gossip.observe(s.me.uid, reaches: member.uid, available) }
+        }
+        // No longer watched (the ring moved as members came and went): drop
+        // the detector, whose last heartbeat would be stale if this node
+        // watched the member again, and withdraw this node's verdict, which
+        // it can no longer revise. The member's new watchers judge it.
+        for uid in s.detectors.keys where !others.contains(where: { $0.uid == uid }) {
+            s.detectors[uid] = nil
+            if s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(uid) ?? false {
+                s.gossip.observe(s.me.uid, reaches: uid, true)
+            }
+        }
+        var unreachable = s.gossip.unreachable
+        if !unreachable.isEmpty {
+            unreachable = unreachable.filter { uid in
+                s.gossip.members[uid].map { $0.status != .down && $0.status != .exiting } ?? false
+            }
+        }
+        if unreachable != s.lastUnreachable {
+            s.lastUnreachable = unreachable
+            s.unreachableChangedAt = s.now
+            s.unreachableSince = s.unreachableSince.filter { unreachable.contains($0.key) }
+            for uid in unreachable where s.unreachableSince[uid] == nil { s.unreachableSince[uid] = s.now }
+            s.unstableSince = unreachable.isEmpty ? nil : s.unstableSince ?? s.now
+        }
+        noteSettled(&s)
+        noteDowned(&s)
+    }
+
+    /// The leader tells every member, once per state, that everyone has
+    /// seen it (nobody unreachable): they learn at once which members are
+    /// settled (`KeepMajority`) instead of a gossip round or two later, so a
+    /// partition right after a join finds the new member counted.
+    private func announceConvergence(_ s: inout State) {
+        guard s.admitted, s.gossip.leader?.uid == s.me.uid, s.announced != s.gossip.version,
+            s.gossip.unreachable.isEmpty, s.gossip.isConverged
+        else { return }
+        s.announced = s.gossip.version
+        for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
+            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+        }
+        noteSettled(&s)
+        noteDowned(&s)
+    }
+
+    /// A converged view with nobody unreachable: every member has seen
+    /// these members up, so they are settled.
+    /// Returns whether the view was so.
+    @discardableResult
+    private func noteSettled(_ s: inout State) -> Bool {
+        let g = s.gossip
+        guard g.unreachable.isEmpty, g.isConverged else { return false }
+        s.settled = Set(g.current.lazy.filter { $0.upNumber > 0 && $0.status != .joining }.map(\.uid))
+        return true
+    }
+
+    /// Keeps `downSince` and `exited` up to date with the view.
+    private func noteDowned(_ s: inout State) {
+        let g = s.gossip
+        if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
+        if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
+        for m in g.current where m.status == .down && s.downSince[m.uid] == nil { s.downSince[m.uid] = s.now }
+    }
+
+    /// Gossips to `count` members, preferring ones that have not seen this
+    /// state. Members that cannot take part (down, exiting, unreachable *by
+    /// this node's own detectors*) are never chosen: preferring one that
+    /// will never see the state would starve everyone else of gossip, and
+    /// "seen" would never flow back. Another observer's verdict does not
+    /// stop this node from trying: after a heal every member may be flagged
+    /// by someone, and only gossip can carry the withdrawals.
+    private func gossip(_ s: inout State, count: Int) {
+        let g = s.gossip
+        let me = s.me.uid
+        let mine = g.reachability.observers[me]?.unreachable ?? []
+        func eligible(_ i: Int) -> Bool {
+            let status = g.current[i].status
+            return status != .down && status != .exiting && g.current[i].uid != me
+                && !(g.unreachableFlags[i] && mine.contains(g.current[i].uid))
+        }
+        // Two passes over indices, no arrays of members: count, then pick.
+        var eligibleCount = 0
+        var unseenCount = 0
+        for i in g.current.indices where eligible(i) {
+            eligibleCount += 1
+            if !g.seenFlags[i] { unseenCount += 1 }
+        }
+        guard eligibleCount > 0 else { return }
+        let onlyUnseen = unseenCount > 0
+        let poolSize = onlyUnseen ? unseenCount : eligibleCount
+        for _ in 0..<min(count, poolSize) {
+            var pick = Int(nextRandom(&s) % UInt64(poolSize))
+            for i in g.current.indices where eligible(i) && !(onlyUnseen && g.seenFlags[i]) {
+                if pick == 0 {
+                    s.outbox.append(.sendGossip(to: g.current[i].node, g))
+                    break
+                }
+                pick -= 1
+            }
+        }
+    }
+
+    /// The leader moves members on once everyone reachable has seen the
+    /// state. While a member is unreachable (and not yet down) nobody is
+    /// promoted or let go: the voters downing counts stay as every side
+    /// knows them. A downed member is removed only `removalMargin` after
+    /// this node saw it down, by which time it has downed itself.
+    private func leaderActions(_ s: inout State) {
+        guard s.gossip.isConverged else { return }
+        var nextUp = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
+        var changed = false
+        let settledView = s.lastUnreachable.isEmpty
+        for member in s.gossip.current {
+            var m = member
+            switch m.status {
+            case .joining where settledView && s.gossip.isReachable(m.uid):
+                m.status = .up
+                m.upNumber = nextUp
+                nextUp += 1
+            case .leaving where settledView: m.status = .exiting
+            case .exiting where settledView || s.exited.contains(m.uid): m.status = .removed
+            case .down
+            where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin
+                || KeepMajority.isReplaced(m, in: s.gossip):
+                m.status = .removed
+            default: continue
+            }
+            changed = s.gossip.update(m, by: s.me.uid) || changed
+        }
+        if changed { gossip(&s, count: settings.gossipFanout + 1) }
+        // Gossip no longer goes to exiting members, so tell them directly:
+        // seeing itself exiting is what lets a leaving node stop.
+        for m in s.gossip.current where m.status == .exiting && m.uid != s.me.uid {
+            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+        }
+    }
+
+    /// The leader sends its state to the configured seeds that are not
+    /// members, every other second: a seed restarted while the cluster
+    /// lives on (on nodes that are not seeds) learns of it and joins,
+    /// instead of forming a second cluster with the other seeds.
+    private func inviteSeeds(_ s: inout State) {
+        // Only a healthy cluster invites: a minority that is about to down
+        // itself would draw the seeds into a cluster that then vanishes,
+        // leaving them joined to nothing.
+        guard !s.seeds.isEmpty, s.lastUnreachable.isEmpty, Int(s.now) % 2 == 0, Int(s.now) != Int(s.lastTickAt ?? -1)
+        else { return }
+        for seed in s.seeds
+        where !s.gossip.current.contains(where: {
+            $0.status != .down && s.gossip.isReachable($0.uid) && $0.node.hasEndpoint(of: seed)
+        }) {
+            s.outbox.append(.sendGossip(to: seed, s.gossip))
+        }
+    }
+
+    /// Keep-majority (`KeepMajority`): once the unreachable set has been
+    /// stable for `stableAfter`, or has kept changing for
+    /// `decideWhenUnstableAfter` longer, the leader of a consistent majority
+    /// downs the members unreachable for at least `stableAfter`; every
+    /// other node downs itself. Never two clusters: at most one side holds
+    /// a consistent majority.
+    private func downing(_ s: inout State) {
+        // A joining node is no voter and serves nothing yet: it has no say,
+        // and nothing to give up (it could not prove a majority before it
+        // has seen one settled view, and would down itself on joining a
+        // cluster that has a member unreachable).
+        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, s.admitted,
+            s.myStatus == .up || s.myStatus == .leaving
+        else { return }
+        let stable = s.now - s.unreachableChangedAt >= settings.stableAfter
+        let overdue = s.now - unstableSince >= settings.stableAfter + settings.decideWhenUnstableAfter
+        guard stable || overdue else { return }
+        switch KeepMajority.decide(me: s.me.uid, gossip: s.gossip, settled: s.settled, exited: s.exited) {
+        case .wait:
+            if overdue { downSelf(&s) }
+        case .downSelf:
+            downSelf(&s)
+        case .downOthers(let uids):
+            guard s.gossip.leader?.uid == s.me.uid else { return }
+            for uid in uids where s.now - (s.unreachableSince[uid] ?? s.now) >= settings.stableAfter {
+                guard var m = s.gossip.members[uid], m.status.canMove(to: .down), m.status != .down else { continue }
+                m.status = .down
+                s.gossip.update(m, by: s.me.uid)
+            }
+        }
+    }
+
+    private func downSelf(_ s: inout State) {
+        guard var me = s.gossip.members[s.me.uid], me.status.canMove(to: .down), me.status != .down else { return }
+        me.status = .down
+        s.gossip.update(me, by: s.me.uid)
+    }
+
+    private func nextRandom(_ s: inout State) -> UInt64 { s.random.next() }
+}

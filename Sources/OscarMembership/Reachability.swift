@@ -1,0 +1,66 @@
+import OscarBase
+import CoreEngine
+
+/// Who sees whom as unreachable: each observer's own records, versioned by
+/// that observer. Merging keeps, per observer, the record set with the higher
+/// version, so only an observer can change its observations and the merge is
+/// a join (commutative, associative, idempotent).
+public struct Reachability: Codable, Hashable, Sendable {
+    public struct Observations: Codable, Hashable, Sendable {
+        /// Subjects this observer cannot reach.
+        public var unreachable: Set<UInt64> = []
+        public var version: Int = 0
+    }
+
+    /// By observer uid.
+    public private(set) var observers: [UInt64: Observations] = [:]
+
+    public init() {}
+
+    /// Records that `observer` now does (or does not) reach `subject`;
+    /// returns false when that was already recorded.
+    @discardableResult
+    public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) -> Bool {
+        var o = observers[observer] ?? Observations()
+        let changed = reachable ? o.unreachable.remove(subject) != nil : o.unreachable.insert(subject).inserted
+        guard changed else { return false }
+        o.version += 1
+        observers[observer] = o
+        return true
+    }
+
+    /// True when some observer other than `subject` itself (and among
+    /// `observersToCount`) sees it unreachable.
+    public func isUnreachable(_ subject: UInt64, countingObservers observersToCount: Set<UInt64>? = nil) -> Bool {
+        observers.contains { uid, o in
+            uid != subject && (observersToCount?.contains(uid) ?? true) && o.unreachable.contains(subject)
+        }
+    }
+
+    public func merged(with other: Reachability) -> Reachability {
+        merged(with: other, observers: other.observers.keys)
+    }
+
+    /// The merge, looking only at `observers`' records: the others are
+    /// known to be the same on both sides.
+    func merged(with other: Reachability, observers candidates: some Sequence<UInt64>) -> Reachability {
+        var out = self
+        for uid in candidates {
+            guard let theirs = other.observers[uid] else { continue }
+            if let mine = out.observers[uid] {
+                out.observers[uid] = Self.later(mine, theirs)
+            } else {
+                out.observers[uid] = theirs
+            }
+        }
+        return out
+    }
+
+    /// Higher version wins; equal versions with different content (which one
+    /// observer never produces) are settled deterministically so that the
+    /// merge stays a join.
+    private static func later(_ a: Observations, _ b: Observations) -> Observations {
+        if a.version != b.version { return a.version > b.version ? a : b }
+        return a.unreachable.sorted().lexicographicallyPrecedes(b.unreachable.sorted()) ? b : a
+    }
+}

@@ -1,0 +1,644 @@
+import CLibUV
+import Glibc
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+
+/// Everything this node has to do with one other node: the connection (at
+/// most one), frames waiting to go out, and asks waiting for replies. Lives
+/// on the transport's I/O loop; other threads reach it through `execute`.
+///
+/// Invariants:
+/// - FIFO per sender: frames are appended to `outbound` in send order and
+///   written in that order, all frames of one loop turn in one write.
+/// - Every ask in `pending` ends: by its reply, its timeout, or — at once —
+///   `nodeUnreachable` when the connection is lost or cannot be made.
+/// - `outbound` never grows past `outboundCapacity` bytes: beyond it a tell
+///   becomes a dead letter and an ask fails with `outboundFull`. Replies
+///   count too: a peer that asks and stops reading is cut off when its
+///   replies reach the bound (its asks to us fail on its side).
+/// - Control lane: frames to `/system/` actors (membership, heartbeats,
+///   death watch, the receptionist) go in `control`, are written ahead of
+///   the user frames still waiting, and are never refused because user
+///   traffic filled `outbound`. They wait at most for the frame being
+///   written and `handOverBytes` already handed to libuv.
+/// - Replies go back on the connection their ask came on, and replies are
+///   accepted only from the incarnation the asks went to.
+final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
+    /// host:port of the node; the uid is learned from the handshake.
+    package let node: NodeAddress
+    /// The transport owns its associations and outlives them: unchecked.
+    private unowned(unsafe) let transport: Transport
+    private var loop: EventLoop { transport.ioLoop }
+
+    package private(set) var connection: Connection?
+    private var connecting: Connection?
+    private(set) var peerUID: UInt64 = 0
+    /// Loop-confined; not checked for exclusivity at run time, which cost a
+    /// fifth of the send path (every access is on the I/O loop, in sequence).
+    @exclusivity(unchecked) private var outbound: [UInt8] = []
+    /// How much of `outbound` the socket has taken. Mid-turn, what the
+    /// socket does not take stays here rather than in libuv's queue (see
+    /// `flush(to:endOfTurn:)`).
+    @exclusivity(unchecked) private var outboundHead = 0
+    /// A frame boundary in `outbound` at or before the first frame not yet
+    /// wholly written (see `advanceBoundary`): control frames may be written
+    /// only between two frames.
+    @exclusivity(unchecked) private var boundary = 0
+    /// Control-lane frames waiting to be written (see the invariants).
+    private var control: [UInt8] = []
+    /// The control frames being handed to the socket, swapped with
+    /// `control` so that neither buffer is reallocated.
+    private var controlInFlight: [UInt8] = []
+    private var flushScheduled = false
+    /// Encodes messages sent from this loop, reused (loop-confined).
+    package let encoding = CBOREncoding()
+    /// Decodes replies read on this loop with one reused decoding object
+    /// (loop-confined; `PinnedReply` detaches it before hopping loops).
+    private lazy var replyDecoder = transport.system.decoder.reusingOneDecoding()
+    @exclusivity(unchecked) private var pending = PendingTable<any ReplyTarget>()
+    private var nextCorrelation: UInt64 = 1
+    /// Until this `uv_hrtime` instant, sends fail at once instead of
+    /// reconnecting (after a failed attempt, with exponential backoff).
+    private var gatedUntil: UInt64 = 0
+    private var gateReason = ""
+    private var backoff: Duration
+    /// The last recipient looked up, by path bytes: consecutive messages
+    /// usually go to the same actor. Valid while the registry is unchanged.
+    private var lastPath: [UInt8] = []
+    private var lastTarget: (any MessageTarget)?
+    private var lastGeneration = -1
+
+    /// Write mid-turn once this many bytes are batched, so the peer starts
+    /// on the first part of a burst while this side is still producing the
+    /// rest: on two cores the two nodes then work in parallel instead of in
+    /// turns. Bytes, not frames: a write costs mostly per call, and frames
+    /// differ (a distributed call is about three small messages). On the
+    /// 2-core machine, W3 (64 asks of about 75 bytes in flight) did 393k
+    /// req/s at 1.5 KiB, 409k at 2.5 KiB, 355k at 3 KiB and 235k at 4 KiB;
+    /// distributed calls did best there too (109k). A count of 32 frames did
+    /// 400k and 90k.
+    static let eagerFlushBytes = 2560
+    /// Written bytes are moved out of the batch past this much (mid-turn,
+    /// while the socket takes only part of it).
+    static let compactAfter = 256 * 1024
+    /// At most this much of `outbound` sits in libuv's queue at a time; the
+    /// rest stays here, so a control frame never waits behind more.
+    static let handOverBytes = 1 << 20
+    /// What the control lane may hold, with what libuv still holds for the
+    /// connection (at most `handOverBytes` and one frame of user traffic):
+    /// far more than membership ever sends, so reaching it means the peer
+    /// stopped reading.
+    static let controlCapacity = 16 << 20
+    /// Replies may go this far past the outbound bound while the peer still
+    /// reads: it is not the asker's fault that our own tells filled the queue.
+    static let replyAllowance = 8 << 20
+    /// A peer whose connection has taken no bytes for this long while
+    /// replies wait past the bound is cut off: it stopped reading.
+    static let stallTimeout: UInt64 = 5_000_000_000
+
+    /// Frames to system actors take the control lane.
+    static func isControl(_ recipient: String) -> Bool { recipient.utf8.starts(with: systemPrefix) }
+    static func isControl(_ recipient: UnsafeRawBufferPointer) -> Bool { recipient.starts(with: systemPrefix) }
+    private static let systemPrefix = Array("/system/".utf8)
+
+    init(node: NodeAddress, transport: Transport) {
+        self.node = NodeAddress(host: node.host, port: node.port)
+        self.transport = transport
+        self.backoff = transport.settings.reconnectBackoffMin
+    }
+
+    // MARK: - Sending (I/O loop)
+
+    /// Queues a tell or ask; `payload` appends the message's CBOR to the
+    /// outbound batch (and may fail: then nothing is queued).
+    package func send(
+        kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
+        payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) {
+        loop.preconditionInEventLoop()
+        if uid != 0, peerUID != 0, uid != peerUID {
+            refuse(manifest, reply, .nodeUnreachable(node, "incarnation \(uid) of \(node) is gone (now \(peerUID))"))
+            return
+        }
+        if connection == nil, uv_hrtime() < gatedUntil {
+            refuse(manifest, reply, .nodeUnreachable(node, gateReason))
+            return
+        }
+        let lane: Lane = Self.isControl(recipient) ? .control : .ordinary
+        guard hasRoom(in: lane) else {
+            refuse(manifest, reply, .outboundFull(node))
+            return
+        }
+        let correlation = reply == nil ? 0 : nextCorrelation
+        let start = count(lane)
+        do {
+            switch lane {
+            case .ordinary:
+                try WireEnvelope.append(
+                    to: &outbound, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+                    payload: payload)
+            case .control:
+                try WireEnvelope.append(
+                    to: &control, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+                    payload: payload)
+            }
+        } catch {
+            refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
+            return
+        }
+        let limit = transport.settings.maxFrameSize
+        if count(lane) - start - 4 > limit {
+            let size = count(lane) - start - 4
+            removeFrames(lane, from: start)
+            refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
+            return
+        }
+        if let reply {
+            nextCorrelation &+= 1
+            pending.insert(reply, for: correlation)
+            transport.stats.add(.asksPending)
+            reply.waitOn(self, correlation: correlation)
+            reply.arm(on: loop)
+        }
+        // Injected faults: a dropped frame never leaves (an ask waits as it
+        // would for a frame lost on the network); a held one leaves later.
+        guard transport.frameFilter == nil || admitted(lane, from: start) else { return }
+        transport.stats.add(.framesOut)
+        outboundChanged()
+    }
+
+    /// The two lanes of outbound frames (see the invariants).
+    enum Lane { case ordinary, control }
+
+    private func count(_ lane: Lane) -> Int { lane == .ordinary ? outbound.count : control.count }
+
+    private func removeFrames(_ lane: Lane, from start: Int) {
+        switch lane {
+        case .ordinary: outbound.removeSubrange(start...)
+        case .control: control.removeSubrange(start...)
+        }
+    }
+
+    /// Whether one more frame may be queued. Bytes already handed to libuv
+    /// and not yet on the wire count too: otherwise the bound would only hold
+    /// until the next flush.
+    private func hasRoom(in lane: Lane) -> Bool {
+        switch lane {
+        case .ordinary:
+            outbound.count - outboundHead + (connection?.unsentBytes ?? 0) < transport.settings.outboundCapacity
+        case .control:
+            control.count + (connection?.unsentBytes ?? 0) < Self.controlCapacity
+        }
+    }
+
+    /// Sends the outcome of an ask that came from this node on `conn`, back
+    /// on that connection; `payload` appends its CBOR. An outcome too large
+    /// for a frame becomes a `messageTooLarge` failure. An outcome that finds
+    /// the outbound bound reached cuts the peer off: it asks and does not
+    /// read, and its asks fail on its side.
+    func sendOutcome(
+        _ kind: WireKind, correlation: UInt64, on conn: Connection, lane: Lane,
+        payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) throws(CBORError) {
+        // A reaction may answer after this node shut down, when the
+        // transport is gone: check that before touching it.
+        guard !shuttingDown else { return }
+        loop.preconditionInEventLoop()
+        guard conn.state == .established else { return }  // the asker's side fails its ask itself
+        guard conn === connection else {
+            // A retired or superseded connection: its asker is still there.
+            var frame: [UInt8] = []
+            try appendOutcome(kind, correlation: correlation, to: &frame, payload: payload)
+            guard conn.unsentBytes < transport.settings.outboundCapacity else {
+                return cutOff(conn, waiting: conn.unsentBytes)
+            }
+            conn.write(frame)
+            transport.stats.add(.framesOut)
+            return
+        }
+        if !hasRoom(in: lane) {
+            let waiting = count(lane) - (lane == .ordinary ? outboundHead : 0) + conn.unsentBytes
+            // Past the bound: a peer that still reads gets its reply (up to an
+            // allowance); one that stopped reading is cut off.
+            if waiting > 0, uv_hrtime() - conn.lastWriteProgress > Self.stallTimeout {
+                return cutOff(conn, waiting: waiting)
+            }
+            let bound = lane == .ordinary ? transport.settings.outboundCapacity : Self.controlCapacity
+            guard waiting < bound + Self.replyAllowance else {
+                // Dropped: the asker's timeout answers it, as for a lost frame.
+                transport.droppedReplies.note("dropped a reply to \(node): \(waiting) bytes are waiting for it")
+                return
+            }
+        }
+        let start = count(lane)
+        switch lane {
+        case .ordinary: try appendOutcome(kind, correlation: correlation, to: &outbound, payload: payload)
+        case .control: try appendOutcome(kind, correlation: correlation, to: &control, payload: payload)
+        }
+        guard transport.frameFilter == nil || admitted(lane, from: start) else { return }
+        transport.stats.add(.framesOut)
+        outboundChanged()
+    }
+
+    /// Appends an outcome frame to `out`; one too large for a frame becomes a
+    /// `messageTooLarge` failure, so the asker learns why.
+    private func appendOutcome(
+        _ kind: WireKind, correlation: UInt64, to out: inout [UInt8],
+        payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) throws(CBORError) {
+        let start = out.count
+        try WireEnvelope.append(to: &out, kind: kind, correlation: correlation, payload: payload)
+        let limit = transport.settings.maxFrameSize
+        guard out.count - start - 4 > limit else { return }
+        let failure = Self.encoded(AskError.messageTooLarge(bytes: out.count - start - 4, limit: limit))
+        out.removeSubrange(start...)
+        WireEnvelope.append(to: &out, kind: .failure, correlation: correlation) { $0.append(contentsOf: failure) }
+    }
+
+    package static func encoded(_ error: AskError) -> [UInt8] { (try? CBOREncoder().encode(error)) ?? [] }
+
+    /// Closes a connection whose peer stopped reading: what it has not read
+    /// reached the outbound bound, and holding more would grow this node
+    /// without limit.
+    private func cutOff(_ conn: Connection, waiting: Int) {
+        transport.stats.add(.peersCutOff)
+        Log.shared.warning(
+            "cutting off \(node): it stopped reading (\(waiting) bytes waiting, the bound is \(transport.settings.outboundCapacity))"
+        )
+        conn.close("the peer stopped reading (\(waiting) bytes waiting)")
+    }
+
+    // MARK: - Injected faults
+
+    /// Frames held back by an injected delay or bandwidth limit, in release
+    /// order (from `heldHead` on).
+    @exclusivity(unchecked) private var held: [(release: UInt64, lane: Lane, frame: [UInt8])] = []
+    @exclusivity(unchecked) private var heldHead = 0
+    private var releaseTimer: LoopTimer?
+
+    /// Passes the frame appended to `lane` at `start` through the installed
+    /// frame filter: true if it stays queued, false if it was dropped or
+    /// held back. Called only when there is a filter.
+    private func admitted(_ lane: Lane, from start: Int) -> Bool {
+        guard let filter = transport.frameFilter else { return true }
+        var fate = filter.outboundFate(to: node, bytes: count(lane) - start)
+        if fate == .pass, heldHead < held.count {
+            fate = .holdUntil(held[held.count - 1].release)  // behind the frames already held
+        }
+        switch fate {
+        case .pass:
+            return true
+        case .drop:
+            removeFrames(lane, from: start)
+            return false
+        case .holdUntil(let release):
+            held.append((release, lane, Array(lane == .ordinary ? outbound[start...] : control[start...])))
+            removeFrames(lane, from: start)
+            if releaseTimer == nil { armRelease() }
+            return false
+        }
+    }
+
+    /// Held frames were on the wire, as far as anyone can tell: a lost
+    /// connection loses them.
+    private func dropHeld() {
+        held.removeAll()
+        heldHead = 0
+        if let releaseTimer { loop.cancelTimer(releaseTimer) }
+        releaseTimer = nil
+    }
+
+    private func armRelease() {
+        guard heldHead < held.count else { return }
+        let now = uv_hrtime()
+        let wait = held[heldHead].release > now ? held[heldHead].release - now : 0
+        releaseTimer = loop.scheduleTimer(after: .nanoseconds(Int64(wait))) { [weak self] in self?.releaseDue() }
+    }
+
+    /// Moves the frames whose time has come to the outbound batch.
+    private func releaseDue() {
+        releaseTimer = nil
+        let now = uv_hrtime()
+        var released = 0
+        while heldHead < held.count, held[heldHead].release <= now {
+            switch held[heldHead].lane {
+            case .ordinary: outbound.append(contentsOf: held[heldHead].frame)
+            case .control: control.append(contentsOf: held[heldHead].frame)
+            }
+            held[heldHead].frame = []
+            heldHead += 1
+            released += 1
+        }
+        if heldHead == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldHead = 0
+        }
+        if released > 0 {
+            transport.stats.add(.framesOut, released)
+            outboundChanged()
+        }
+        armRelease()
+    }
+
+    private func outboundChanged() {
+        if let connection {
+            if outbound.count - outboundHead >= Self.eagerFlushBytes {
+                flush(to: connection, endOfTurn: false)
+            }
+            if outboundHead < outbound.count || !control.isEmpty, !flushScheduled {
+                flushScheduled = true
+                loop.schedule(self)
+            }
+        } else if connecting == nil {
+            connect()
+        }
+    }
+
+    private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
+        refuseMessage(reply, manifest: manifest, to: ActorAddress(node: node, path: "?"), error, in: transport.system)
+    }
+
+    /// Flushes once per loop turn: every frame queued this turn in one write.
+    package func run() {
+        flushScheduled = false
+        if let connection { flush(to: connection, endOfTurn: true) }
+    }
+
+    /// Writes what the socket takes now, control frames first. Mid-turn,
+    /// the rest stays in `outbound`: a sender in a long loop (W1's million
+    /// tells in one turn) tries again at its next flush, so the peer keeps
+    /// receiving while the loop runs. Handed to libuv instead, the rest
+    /// would wait in libuv's queue, and everything after it too, until the
+    /// turn ended, and the peer would sit idle meanwhile. At the end of the
+    /// turn, libuv gets up to `handOverBytes` and writes it as the socket
+    /// drains; `drained` hands it the next part.
+    private func flush(to connection: Connection, endOfTurn: Bool, everything: Bool = false) {
+        if endOfTurn || !control.isEmpty {
+            // A turn ends, and control frames go in, between two frames only:
+            // finish the frame being written first. So whichever connection
+            // comes next starts at a frame boundary.
+            guard finishFrame(on: connection, endOfTurn: endOfTurn) else { return }
+            if !control.isEmpty, outboundHead == boundary {
+                swap(&control, &controlInFlight)  // no copy, no allocation
+                connection.write(controlInFlight)
+                controlInFlight.removeAll(keepingCapacity: true)
+                guard self.connection === connection else { return }
+            }
+        }
+        while outboundHead < outbound.count {
+            let capped = endOfTurn && !everything
+            let room = capped ? Self.handOverBytes - connection.unsentBytes : outbound.count - outboundHead
+            guard room > 0 else { break }  // `drained` goes on
+            // A hand-over ends at a frame boundary (past `room` by less than a frame).
+            let end = endOfTurn ? frameEnd(atOrAfter: min(outbound.count, outboundHead + room)) : outbound.count
+            let taken = write(to: connection, upTo: end, endOfTurn: endOfTurn)
+            guard self.connection === connection else { return }
+            outboundHead += taken
+            if !endOfTurn { break }
+        }
+        if outboundHead == outbound.count {
+            outbound.removeAll(keepingCapacity: true)
+            outboundHead = 0
+            boundary = 0
+        } else if outboundHead >= Self.compactAfter, outboundHead * 2 >= outbound.count {
+            advanceBoundary()
+            outbound.removeSubrange(..<outboundHead)  // keep moving memory small
+            boundary -= outboundHead
+            outboundHead = 0
+        }
+    }
+
+    /// The first frame boundary in `outbound` at or after `offset`.
+    private func frameEnd(atOrAfter offset: Int) -> Int {
+        advanceBoundary()
+        return min(nextBoundary(from: boundary, atOrAfter: offset), outbound.count)
+    }
+
+    /// Walks the length prefixes from the boundary `start` to the first
+    /// boundary at or after `offset` (or the end of the frames there are).
+    private func nextBoundary(from start: Int, atOrAfter offset: Int) -> Int {
+        var end = start
+        while end < offset, end + 4 <= outbound.count {
+            let length =
+                Int(outbound[end]) << 24 | Int(outbound[end + 1]) << 16 | Int(outbound[end + 2]) << 8
+                | Int(outbound[end + 3])
+            end += 4 + length
+        }
+        return end
+    }
+
+    /// Writes `outbound[outboundHead..<end]`: all of it at the end of a turn
+    /// (libuv queues what the socket does not take), else what the socket
+    /// takes now. Returns how many bytes it took.
+    private func write(to connection: Connection, upTo end: Int, endOfTurn: Bool) -> Int {
+        let head = outboundHead
+        // A failed write closes the connection, and losing it empties
+        // `outbound` from inside this call: write from a reference of our
+        // own, so the bytes stay alive, and let `lost` have the last word.
+        return { (batch: [UInt8]) in
+            batch.withUnsafeBytes { all in
+                let unsent = UnsafeRawBufferPointer(rebasing: all[head..<end])
+                return endOfTurn ? connection.write(unsent) : connection.tryWrite(unsent)
+            }
+        }(outbound)
+    }
+
+    /// Moves `boundary` to the first frame boundary at or after
+    /// `outboundHead`, reading the length prefixes of the frames between.
+    private func advanceBoundary() { boundary = nextBoundary(from: boundary, atOrAfter: outboundHead) }
+
+    /// libuv wrote everything it was given: hand it the next part.
+    func drained(_ conn: Connection) {
+        guard conn === connection, outboundHead < outbound.count || !control.isEmpty else { return }
+        flush(to: conn, endOfTurn: true)
+    }
+
+    func forget(_ correlation: UInt64) { _ = removePending(correlation) }
+
+    /// Removes a waiting ask, keeping the pending-asks gauge exact.
+    private func removePending(_ correlation: UInt64) -> (any ReplyTarget)? {
+        guard let reply = pending.remove(correlation) else { return nil }
+        transport.stats.add(.asksPending, -1)
+        return reply
+    }
+
+    // MARK: - Connections
+
+    private func connect() {
+        let conn = Connection(transport: transport, initiator: true)
+        conn.association = self
+        connecting = conn
+        transport.track(conn)
+        conn.connect(host: node.host, port: node.port)
+    }
+
+    /// A connection to this node finished its handshake.
+    func adopt(_ conn: Connection, peer: NodeAddress) {
+        if peerUID != 0, peer.uid != peerUID {
+            // A new incarnation (or a second process advertising the same
+            // address): the newest connection wins. The old one retires: it
+            // still delivers what is in flight and carries the replies to
+            // asks that came on it, then closes.
+            Log.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
+            failPending("\(node) restarted")
+            if let old = connection {
+                // What was queued while the old incarnation was connected was
+                // for it: it goes on the old connection (replies to its asks
+                // included), not to the new one. (What was queued after its
+                // connection was lost goes to whoever is there now.)
+                flush(to: old, endOfTurn: true, everything: true)
+                old.retire()
+                dropQueued()
+            }
+            connection = nil
+        } else if let current = connection, current !== conn {
+            // Simultaneous connects: both nodes keep the connection opened by
+            // the node with the smaller uid, so they agree without talking.
+            // The other one retires: nothing more is sent on it, but what is
+            // already in flight on it is still read and delivered.
+            let localUID = transport.localNode.uid
+            func initiatorUID(_ c: Connection) -> UInt64 { c.isInitiator ? localUID : peer.uid }
+            if initiatorUID(current) <= initiatorUID(conn) {
+                if connecting === conn { connecting = nil }
+                conn.association = self
+                conn.retire()
+                return
+            }
+            // The switch happens between two frames.
+            _ = finishFrame(on: current, endOfTurn: true)
+            current.retire()
+        }
+        if connecting === conn { connecting = nil }
+        conn.association = self
+        connection = conn
+        peerUID = peer.uid
+        gatedUntil = 0
+        backoff = transport.settings.reconnectBackoffMin
+        Log.shared.info("connected to \(peer) (uid \(peer.uid))")
+        flush(to: conn, endOfTurn: true)
+    }
+
+    /// Writes the rest of the frame being written to `conn` (mid-turn, what
+    /// the socket takes of it), so that control frames and the next
+    /// connection start at a frame boundary. False if the write lost `conn`.
+    private func finishFrame(on conn: Connection, endOfTurn: Bool) -> Bool {
+        advanceBoundary()
+        guard boundary > outboundHead else { return true }
+        let taken = write(to: conn, upTo: boundary, endOfTurn: endOfTurn)
+        guard connection === conn else { return false }
+        outboundHead += taken
+        return true
+    }
+
+    /// A connection of this association closed (or never opened). With
+    /// `rejected`, the peer refused us (secret or version): waiting asks fail
+    /// with `rejected` rather than `nodeUnreachable`.
+    package func lost(_ conn: Connection, reason: String, rejected: Bool = false) {
+        if conn === connecting { connecting = nil }
+        guard conn === connection || connection == nil else { return }
+        let wasEstablished = conn === connection
+        connection = nil
+        if wasEstablished {
+            if shuttingDown {
+                Log.shared.debug("closed the connection to \(node)")
+            } else if pending.isEmpty && outboundHead == outbound.count {
+                // Nothing lost (a one-shot client such as `oscar ask` that
+                // is done): news, not a problem. Membership reports members
+                // that fail.
+                Log.shared.info("connection to \(node) closed: \(reason)")
+            } else {
+                Log.shared.warning(
+                    "lost the connection to \(node) with \(pending.count) asks pending: \(reason)")
+            }
+        }
+        dropQueued()
+        failPending(reason, as: rejected ? .rejected(reason) : nil)
+        gate(reason)
+    }
+
+    /// Forgets every frame waiting to go: both lanes and the held ones.
+    private func dropQueued() {
+        outbound.removeAll()
+        outboundHead = 0
+        boundary = 0
+        control.removeAll()
+        dropHeld()
+    }
+
+    private func gate(_ reason: String) {
+        gateReason = reason
+        gatedUntil = EventLoop.deadline(after: backoff)
+        backoff = min(backoff * 2, transport.settings.reconnectBackoffMax)
+    }
+
+    private func failPending(_ reason: String, as error: AskError? = nil) {
+        let waiting = pending.removeAll()
+        transport.stats.add(.asksPending, -waiting.count)
+        for reply in waiting { reply.fail(error ?? .nodeUnreachable(node, reason)) }
+    }
+
+    private var shuttingDown = false
+
+    package func shutdown() {
+        shuttingDown = true
+        if let connection { flush(to: connection, endOfTurn: true, everything: true) }
+        failPending("this node is shutting down")
+        // The cached target may refer back to the transport (a cluster
+        // pool's router holds refs to other nodes): let go of it.
+        lastTarget = nil
+        dropHeld()
+        connection?.close("shutting down", flushFirst: true)
+        connecting?.close("shutting down")
+    }
+
+    // MARK: - Receiving
+
+    private func target(at path: UnsafeRawBufferPointer) -> (any MessageTarget)? {
+        let generation = transport.system.registryGeneration.load(ordering: .acquiring)
+        if generation == lastGeneration, let lastTarget, lastPath.count == path.count,
+            path.isEmpty || lastPath.withUnsafeBytes({ memcmp($0.baseAddress!, path.baseAddress!, path.count) == 0 })
+        {
+            return lastTarget
+        }
+        lastTarget = transport.localTarget(path: path)
+        lastPath = Array(path)
+        lastGeneration = generation
+        return lastTarget
+    }
+
+    func receive(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
+        if let filter = transport.frameFilter, filter.dropsInbound(from: node) { return }  // an injected blackhole
+        let envelope = try WireEnvelope.parse(frame)
+        transport.stats.add(.framesIn)
+        switch envelope.kind {
+        case .tell, .ask:
+            let path = UnsafeRawBufferPointer(rebasing: frame[envelope.recipient])
+            let reply: RemoteReply? =
+                envelope.kind == .ask
+                ? RemoteReply(
+                    association: self, connection: conn, correlation: envelope.correlation,
+                    lane: Self.isControl(path) ? .control : .ordinary) : nil
+            guard let target = target(at: path) else {
+                let address = ActorAddress(node: transport.localNode, path: String(decoding: path, as: UTF8.self))
+                let manifest = String(
+                    decoding: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]), as: UTF8.self)
+                refuseMessage(reply, manifest: manifest, to: address, .actorNotFound(address), in: transport.system)
+                return
+            }
+            target.deliverEncoded(
+                manifest: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]),
+                payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]), reply: reply)
+        case .reply, .failure:
+            // Correlation ids are this incarnation's: an outcome from another
+            // one (a retired connection of an old process) answers nothing here.
+            guard conn.peer?.uid == peerUID, let waiting = removePending(envelope.correlation) else { return }
+            waiting.complete(
+                envelope.kind == .reply ? .reply : .failure,
+                payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
+                decoder: replyDecoder)
+        default:
+            throw .malformedFrame("\(envelope.kind) frame after the handshake")
+        }
+    }
+}

@@ -1,0 +1,366 @@
+import CLibUV
+import Glibc
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+
+/// One TCP connection to another node: the preamble, the handshake, framing
+/// and writes. Owns its `uv_tcp_t`; lives on the transport's I/O loop.
+///
+/// The handle's `data` holds this object retained until the close callback,
+/// so no libuv callback can see it freed. Loop-confined: other threads only
+/// hold it to hand work back to its loop (a reply, say), hence unchecked.
+package final class Connection: @unchecked Sendable {
+    package enum State { case connecting, handshaking, established, closed }
+
+    package let loop: EventLoop
+    let isInitiator: Bool
+    /// The transport outlives its connections (it closes them all before it
+    /// goes): unchecked, so no atomic check per access.
+    private unowned(unsafe) let transport: Transport
+    private let tcp: UnsafeMutablePointer<uv_tcp_t>
+    private var handshake: Handshake
+    private let buffer: FrameBuffer
+    private var preambleSeen = false
+    package private(set) var state = State.connecting
+    /// Reached `established` at some point (still true once closed): the
+    /// transport counts connections still in their handshake.
+    private(set) var wasEstablished = false
+    package private(set) var peer: NodeAddress?
+    private var handshakeTimer: LoopTimer?
+    /// The association this connection serves. Strong, and cleared when the
+    /// connection closes (the association is told once, then forgotten), so
+    /// the pair never outlives the connection.
+    var association: Association?
+    /// Set when this side closed deliberately (a tie-break, say), so the close
+    /// is not reported as a failure.
+    var closeReason = ""
+
+    init(transport: Transport, initiator: Bool) {
+        self.transport = transport
+        self.loop = transport.ioLoop
+        self.isInitiator = initiator
+        handshake = Handshake(
+            role: initiator ? .initiator : .acceptor, local: transport.localNode, secret: transport.secret,
+            nonce: Handshake.randomNonce())
+        // Until the peer has proven the secret it may send only handshake
+        // frames, which are small: nobody without the secret makes this node
+        // hold a large buffer.
+        buffer = FrameBuffer(maxFrame: transport.settings.maxHandshakeFrame)
+        tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
+        uv_tcp_init(loop.uvLoopPointer, tcp)
+        UVHandle.retainOwner(self, in: tcp)
+    }
+
+    package var stream: UnsafeMutablePointer<uv_stream_t> {
+        UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+    }
+
+    // MARK: - Opening
+
+    /// Dials `host:port`, resolving a name first (see `HostResolver`). A
+    /// name that does not resolve fails like a refused connect.
+    package func connect(host: String, port: Int) {
+        armHandshakeTimeout()
+        HostResolver.resolve(host, port: port, on: loop) { [self] result in
+            guard state == .connecting else { return }  // closed meanwhile
+            switch result {
+            case .success(let address): connect(to: address)
+            case .failure(let reason): close("connect failed: \(reason)")
+            }
+        }
+    }
+
+    private func connect(to address: sockaddr_in) {
+        let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        var address = address
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_connect(request, tcp, $0, onConnect) }
+        }
+        if rc != 0 {
+            Unmanaged<Connection>.fromOpaque(request.pointee.data).release()
+            request.deallocate()
+            close("connect failed: \(String(cString: uv_strerror(rc)))")
+        }
+    }
+
+    fileprivate func connected(status: Int32) {
+        guard state == .connecting else { return }
+        guard status == 0 else {
+            close("connect failed: \(String(cString: uv_strerror(status)))")
+            return
+        }
+        begin()
+    }
+
+    /// Accepts a pending connection from the listening stream.
+    package func accept(from server: UnsafeMutablePointer<uv_stream_t>) -> Bool {
+        guard uv_accept(server, stream) == 0 else {
+            close("accept failed")
+            return false
+        }
+        armHandshakeTimeout()
+        begin()
+        return true
+    }
+
+    private func begin() {
+        state = .handshaking
+        uv_tcp_nodelay(tcp, 1)
+        uv_read_start(stream, onAlloc, onRead)
+        write(Handshake.preamble)
+        perform(handshake.onStart())
+    }
+
+    private func armHandshakeTimeout() {
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
+            guard let self, self.state != .established else { return }
+            let reason = "no handshake within \(self.transport.settings.handshakeTimeout)"
+            if !self.isInitiator { self.transport.handshakeFailures.note("\(self.socketPeer): \(reason)") }
+            self.close(reason)
+        }
+    }
+
+    // MARK: - Reading
+
+    fileprivate func readBuffer() -> UnsafeMutableRawBufferPointer { buffer.prepareForRead() }
+
+    fileprivate func didRead(_ count: Int) {
+        loop.noteActivity()
+        guard count >= 0 else {
+            close(
+                count == Int(UV_EOF.rawValue)
+                    ? "the peer closed the connection" : String(cString: uv_strerror(Int32(count))))
+            return
+        }
+        buffer.didRead(count)
+        do throws(WireError) {
+            if !preambleSeen {
+                guard let preamble = buffer.take(Handshake.preamble.count) else { return }
+                preambleSeen = true
+                perform(handshake.onPreamble(preamble))
+            }
+            while state != .closed, let frame = try buffer.nextFrame() {
+                if state == .established {
+                    try association?.receive(frame, on: self)
+                } else {
+                    guard let kind = frame.first.flatMap(WireKind.init(rawValue:)) else {
+                        throw .malformedFrame("handshake frame without a kind")
+                    }
+                    perform(handshake.onFrame(kind, Array(frame.dropFirst())))
+                }
+            }
+        } catch {
+            if state == .established {
+                Log.shared.error("closing the connection to \(peerDescription): \(error)")
+            } else {
+                transport.handshakeFailures.note(
+                    "closing the connection from \(socketPeer) before its handshake: \(error)")
+            }
+            close(error.description)
+        }
+    }
+
+    private var peerDescription: String { peer.map { "\($0)" } ?? "a peer" }
+
+    /// The address the socket is connected to (`ip:port`), whatever the peer
+    /// claims to be: what a log line about a failed handshake must name.
+    var socketPeer: String {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(tcp, $0, &length) }
+        }
+        guard rc == 0, storage.ss_family == sa_family_t(AF_INET) else { return "an unknown address" }
+        return withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { SocketAddress.text($0.pointee) }
+        }
+    }
+
+    private func perform(_ directives: [Handshake.Directive]) {
+        for directive in directives {
+            guard state != .closed else { return }  // a failed write closed it
+            switch directive {
+            case .send(let kind, let payload):
+                write(Self.handshakeFrame(kind, payload))
+            case .established(let node):
+                peer = node
+                state = .established
+                buffer.maxFrame = transport.settings.maxFrameSize
+                wasEstablished = true
+                if let t = handshakeTimer { loop.cancelTimer(t) }
+                transport.established(self, peer: node)
+            case .fail(let reason, let tellPeer):
+                peer = peer ?? handshake.peer
+                if handshake.authenticationFailed {
+                    transport.stats.add(.authenticationFailures)
+                    transport.handshakeFailures.note(
+                        "authentication failed: \(socketPeer) (claiming to be \(peerDescription)) does not have our cluster secret"
+                    )
+                } else {
+                    transport.handshakeFailures.note(
+                        "handshake with \(peerDescription) at \(socketPeer) failed: \(reason)")
+                }
+                if tellPeer { write(Self.handshakeFrame(.reject, Handshake.rejectPayload(reason))) }
+                transport.handshakeFailed(self, reason: reason)
+                close(reason, flushFirst: true)
+                return
+            }
+        }
+    }
+
+    /// A handshake frame: length, kind, CBOR payload (no envelope header).
+    static func handshakeFrame(_ kind: WireKind, _ payload: [UInt8]) -> [UInt8] {
+        let length = UInt32(payload.count + 1)
+        return [
+            UInt8(length >> 24), UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
+            UInt8(truncatingIfNeeded: length), kind.rawValue,
+        ] + payload
+    }
+
+    // MARK: - Writing
+
+    /// Writes bytes to the socket: what it takes now goes at once, with no
+    /// copy and no request; libuv queues the rest (a copy, freed when that
+    /// write completes). A queued write's completion runs only at the next
+    /// loop turn, so a sender that flushes thousands of times in one turn
+    /// used to pile up that many buffers (90 MB in W1) before any was freed.
+    /// `uv_try_write` refuses while anything is queued, so order holds.
+    package func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { _ = write($0) } }
+
+    /// As `write(_:)`, from borrowed bytes; returns how many it took (all of
+    /// them, but for a closed connection, which takes none).
+    @discardableResult
+    package func write(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        let written = tryWrite(bytes)
+        if written < bytes.count { queue(UnsafeRawBufferPointer(rebasing: bytes[written...])) }
+        return state == .closed ? 0 : bytes.count  // a failed queue closed it
+    }
+
+    /// Writes what the socket takes at once, without queueing: 0 when it
+    /// takes nothing, when libuv still holds queued bytes (order), or on an
+    /// error (the next queued write reports it and closes).
+    package func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        var buf = uv_buf_init(
+            UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
+        let taken = max(0, Int(uv_try_write(stream, &buf, 1)))
+        if taken > 0 { lastWriteProgress = uv_hrtime() }
+        return taken
+    }
+
+    private func queue(_ bytes: UnsafeRawBufferPointer) {
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
+        memory.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+        request.pointee.data = memory
+        var buf = uv_buf_init(memory.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        let rc = uv_write(request, stream, &buf, 1, onWrite)
+        if rc != 0 {
+            memory.deallocate()
+            request.deallocate()
+            close("write failed: \(String(cString: uv_strerror(rc)))")
+        }
+    }
+
+    /// Bytes handed to libuv and not yet written to the socket.
+    var unsentBytes: Int { Int(uv_stream_get_write_queue_size(stream)) }
+
+    /// When the socket last took bytes (`uv_hrtime`): a peer that stopped
+    /// reading stops this clock.
+    private(set) var lastWriteProgress = uv_hrtime()
+
+    /// A queued write finished: once libuv's queue has run dry, the
+    /// association hands it more (it keeps the rest itself, so that control
+    /// frames can still go ahead of it).
+    fileprivate func wrote(status: Int32) {
+        guard state == .established else { return }
+        guard status == 0 else {
+            if status != Int32(UV_ECANCELED.rawValue) { close("write failed: \(String(cString: uv_strerror(status)))") }
+            return
+        }
+        lastWriteProgress = uv_hrtime()
+        if unsentBytes == 0 { association?.drained(self) }
+    }
+
+    // MARK: - Closing
+
+    /// True once this connection lost a simultaneous-connect tie-break.
+    private(set) var isRetired = false
+
+    /// Stops sending on this connection but keeps it open and reading, so
+    /// frames the peer already sent on it are still delivered. It closes after
+    /// the handshake timeout: by then the peer, applying the same tie-break,
+    /// has moved to the other connection too. (Shutting our side down at once
+    /// would look like a lost node to a peer whose second handshake has not
+    /// finished yet.)
+    func retire() {
+        guard state == .established, !isRetired else { return }
+        isRetired = true
+        Log.shared.debug("retiring a duplicate connection to \(peerDescription)")
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
+            self?.close("duplicate connection (simultaneous connect)", flushFirst: true)
+        }
+    }
+
+    /// Closes the connection; with `flushFirst`, after queued writes finish.
+    package func close(_ reason: String, flushFirst: Bool = false) {
+        guard state != .closed else { return }
+        state = .closed
+        if closeReason.isEmpty { closeReason = reason }
+        if let t = handshakeTimer { loop.cancelTimer(t) }
+        uv_read_stop(stream)
+        transport.closed(self, reason: closeReason)
+        if flushFirst {
+            let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+            if uv_shutdown(request, stream, onShutdown) == 0 { return }
+            request.deallocate()
+        }
+        UVHandle.close(tcp)
+    }
+
+    fileprivate func shutdownFinished() { UVHandle.close(tcp) }
+}
+
+// MARK: - C callbacks
+
+private func connection(_ handle: UnsafeMutableRawPointer?) -> Connection {
+    UVHandle.owner(of: handle, as: Connection.self)
+}
+
+private func onConnect(_ request: UnsafeMutablePointer<uv_connect_t>?, _ status: Int32) {
+    let conn = Unmanaged<Connection>.fromOpaque(request!.pointee.data).takeRetainedValue()
+    request!.deallocate()
+    conn.connected(status: status)
+}
+
+private func onAlloc(
+    _ handle: UnsafeMutablePointer<uv_handle_t>?, _ suggested: Int, _ buf: UnsafeMutablePointer<uv_buf_t>?
+) {
+    let region = connection(handle).readBuffer()
+    buf!.pointee = uv_buf_init(region.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(region.count))
+}
+
+private func onRead(_ stream: UnsafeMutablePointer<uv_stream_t>?, _ nread: Int, _ buf: UnsafePointer<uv_buf_t>?) {
+    if nread == 0 { return }  // EAGAIN: nothing read this time
+    connection(stream).didRead(nread)
+}
+
+private func onWrite(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
+    request!.pointee.data.deallocate()
+    let stream = request!.pointee.handle
+    request!.deallocate()
+    guard let stream, uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
+    else { return }
+    connection(stream).wrote(status: status)
+}
+
+private func onShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ status: Int32) {
+    let stream = request!.pointee.handle
+    request!.deallocate()
+    guard let stream, uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
+    else { return }
+    connection(stream).shutdownFinished()
+}

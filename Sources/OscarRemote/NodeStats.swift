@@ -1,0 +1,48 @@
+import Synchronization
+import CLibUV
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+
+/// Counters a node keeps for /metrics; atomic, so any loop may count.
+package final class NodeStats: Sendable {
+    package init() {}
+
+    package enum Counter {
+        case framesIn, framesOut, asksPending, gossipRounds
+        /// Handshakes that failed on a wrong MAC: someone without the secret.
+        case authenticationFailures
+        /// Connections closed on arrival because a limit was reached.
+        case connectionsRefused
+        /// Connections closed because the peer stopped reading.
+        case peersCutOff
+    }
+
+    private let framesIn = Atomic<Int>(0)
+    private let framesOut = Atomic<Int>(0)
+    private let asksPending = Atomic<Int>(0)
+    private let gossipRounds = Atomic<Int>(0)
+    private let authenticationFailures = Atomic<Int>(0)
+    private let connectionsRefused = Atomic<Int>(0)
+    private let peersCutOff = Atomic<Int>(0)
+
+    private func counter<R>(_ counter: Counter, _ body: (borrowing Atomic<Int>) -> R) -> R {
+        switch counter {
+        case .framesIn: body(framesIn)
+        case .framesOut: body(framesOut)
+        case .asksPending: body(asksPending)
+        case .gossipRounds: body(gossipRounds)
+        case .authenticationFailures: body(authenticationFailures)
+        case .connectionsRefused: body(connectionsRefused)
+        case .peersCutOff: body(peersCutOff)
+        }
+    }
+
+    package func add(_ counter: Counter, _ n: Int = 1) {
+        self.counter(counter) { _ = $0.wrappingAdd(n, ordering: .relaxed) }
+    }
+
+    package func value(_ counter: Counter) -> Int {
+        self.counter(counter) { $0.load(ordering: .relaxed) }
+    }
+}

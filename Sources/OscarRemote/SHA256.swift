@@ -1,0 +1,109 @@
+import CLibUV
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+
+/// SHA-256 (FIPS 180-4), for the handshake's HMAC.
+///
+/// Written here rather than bound from libcrypto: it is about a hundred lines,
+/// adds no C dependency, and runs once per connection, so its speed does not
+/// matter.
+struct SHA256 {
+    private static let k: [UInt32] = [
+        0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
+        0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
+        0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
+        0x983e_5152, 0xa831_c66d, 0xb003_27c8, 0xbf59_7fc7, 0xc6e0_0bf3, 0xd5a7_9147, 0x06ca_6351, 0x1429_2967,
+        0x27b7_0a85, 0x2e1b_2138, 0x4d2c_6dfc, 0x5338_0d13, 0x650a_7354, 0x766a_0abb, 0x81c2_c92e, 0x9272_2c85,
+        0xa2bf_e8a1, 0xa81a_664b, 0xc24b_8b70, 0xc76c_51a3, 0xd192_e819, 0xd699_0624, 0xf40e_3585, 0x106a_a070,
+        0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
+        0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
+    ]
+
+    private var h: [UInt32] = [
+        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19,
+    ]
+    private var pending: [UInt8] = []
+    private var length: UInt64 = 0
+
+    package mutating func update<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        length &+= UInt64(bytes.count)
+        pending.append(contentsOf: bytes)
+        var offset = 0
+        while pending.count - offset >= 64 {
+            compress(pending[offset..<offset + 64])
+            offset += 64
+        }
+        pending.removeFirst(offset)
+    }
+
+    consuming func finalize() -> [UInt8] {
+        let bits = length &* 8
+        pending.append(0x80)
+        while pending.count % 64 != 56 { pending.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            pending.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+        }
+        var offset = 0
+        while offset < pending.count {
+            compress(pending[offset..<offset + 64])
+            offset += 64
+        }
+        return h.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (24 - 8 * $0)) } }
+    }
+
+    package static func hash<C: Collection>(_ bytes: C) -> [UInt8] where C.Element == UInt8 {
+        var s = SHA256()
+        s.update(bytes)
+        return s.finalize()
+    }
+
+    private mutating func compress(_ block: ArraySlice<UInt8>) {
+        var w = [UInt32](repeating: 0, count: 64)
+        let base = block.startIndex
+        for i in 0..<16 {
+            w[i] = (0..<4).reduce(0) { $0 << 8 | UInt32(block[base + 4 * i + $1]) }
+        }
+        for i in 16..<64 {
+            let s0 = w[i - 15].rotr(7) ^ w[i - 15].rotr(18) ^ (w[i - 15] >> 3)
+            let s1 = w[i - 2].rotr(17) ^ w[i - 2].rotr(19) ^ (w[i - 2] >> 10)
+            w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+        }
+        var (a, b, c, d, e, f, g, hh) = (h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])
+        for i in 0..<64 {
+            let s1 = e.rotr(6) ^ e.rotr(11) ^ e.rotr(25)
+            let ch = (e & f) ^ (~e & g)
+            let t1 = hh &+ s1 &+ ch &+ Self.k[i] &+ w[i]
+            let s0 = a.rotr(2) ^ a.rotr(13) ^ a.rotr(22)
+            let maj = (a & b) ^ (a & c) ^ (b & c)
+            let t2 = s0 &+ maj
+            (hh, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
+        }
+        for (i, v) in [a, b, c, d, e, f, g, hh].enumerated() { h[i] = h[i] &+ v }
+    }
+}
+
+extension UInt32 {
+    @inline(__always) fileprivate func rotr(_ n: UInt32) -> UInt32 { self >> n | self << (32 - n) }
+}
+
+/// HMAC-SHA256 (RFC 2104).
+package enum HMAC {
+    package static func sha256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var k = key.count > 64 ? SHA256.hash(key) : key
+        k += [UInt8](repeating: 0, count: 64 - k.count)
+        var inner = SHA256()
+        inner.update(k.map { $0 ^ 0x36 })
+        inner.update(message)
+        var outer = SHA256()
+        outer.update(k.map { $0 ^ 0x5c })
+        outer.update(inner.finalize())
+        return outer.finalize()
+    }
+
+    /// Compares in time independent of where the inputs differ.
+    package static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

@@ -1,0 +1,206 @@
+import CLibUV
+import Dispatch
+import Synchronization
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+
+/// A node's network side: the listening socket, one association per remote
+/// node, and delivery of arriving messages to local actors.
+///
+/// All connections live on one loop, the I/O loop (the group's first). A
+/// connection belongs to one loop as DESIGN asks; putting them all on one
+/// means inbound and outbound connections never need to move between loops,
+/// and simultaneous connects are settled on one thread. Actors still spread
+/// over every loop; sends between loops are batched through the inboxes.
+package final class Transport: RemoteNetwork, @unchecked Sendable {
+    package struct Settings: Sendable {
+        package var maxFrameSize = 4 << 20
+        /// The largest frame a peer may send before its handshake is done.
+        /// Handshake frames are under 200 bytes.
+        var maxHandshakeFrame = 4096
+        package var outboundCapacity = 64 << 20
+        /// Inbound connections open at once; beyond it new ones are closed on
+        /// arrival (see `ConnectionLimits`).
+        package var maxInboundConnections = ConnectionLimits.defaultInbound
+        /// Inbound connections still in their handshake at once.
+        package var maxHandshakingConnections = ConnectionLimits.defaultHandshaking
+        var handshakeTimeout: Duration = .seconds(5)
+        var reconnectBackoffMin: Duration = .milliseconds(100)
+        var reconnectBackoffMax: Duration = .seconds(5)
+
+        package init() {}
+    }
+
+    package let settings: Settings
+    package let secret: [UInt8]
+    let localNode: NodeAddress
+    package let ioLoop: EventLoop
+    package unowned let system: ActorSystem
+    package let stats: NodeStats
+    /// The filter on every frame, when a test or chaos run installed one.
+    package let frameFilter: (any FrameFilter)?
+    /// One per peer endpoint, for the life of the transport.
+    private let associations = Mutex<[Endpoint: Association]>([:])
+
+    /// A peer's host and port: what an association is kept by. (A struct,
+    /// not `"host:port"`, so that finding one builds no string.)
+    private struct Endpoint: Hashable {
+        var host: String
+        var port: Int
+    }
+    private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    private var connections: [ObjectIdentifier: Connection] = [:]
+    /// Open inbound connections, and those of them still in their handshake.
+    private var inbound = 0
+    private var handshaking = 0
+    /// Log lines about what unauthenticated peers cause, at most about one
+    /// a second each (see `ThrottledLog`).
+    private(set) lazy var refusals = ThrottledLog(loop: ioLoop, what: "connections refused") {
+        Log.shared.warning($0)
+    }
+    private(set) lazy var handshakeFailures = ThrottledLog(loop: ioLoop, what: "failed handshakes") {
+        Log.shared.warning($0)
+    }
+    private(set) lazy var droppedReplies = ThrottledLog(loop: ioLoop, what: "replies dropped") {
+        Log.shared.warning($0)
+    }
+
+    package init(
+        system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats(),
+        frameFilter: (any FrameFilter)? = nil
+    ) {
+        // A peer closing mid-write must be an error on that connection, not
+        // the end of this process.
+        oscar_ignore_sigpipe()
+        self.system = system
+        self.stats = stats
+        self.secret = Array(secret.utf8)
+        self.settings = settings
+        self.frameFilter = frameFilter
+        self.localNode = system.node
+        self.ioLoop = system.loops.loops[0]
+    }
+
+    /// Starts accepting on an already bound socket; waits until the loop has it.
+    package func listen(fd: Int32) throws(TransportError) {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Int32>(0)
+        ioLoop.execute { [self] in
+            let tcp = UVHandle.allocate(uv_tcp_t.self, on: ioLoop)
+            uv_tcp_init(ioLoop.uvLoopPointer, tcp)
+            UVHandle.retainOwner(self, in: tcp)
+            var rc = uv_tcp_open(tcp, uv_os_sock_t(fd))
+            if rc == 0 {
+                rc = uv_listen(
+                    UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self), 1024, onConnection)
+            }
+            if rc == 0 { listener = tcp } else { UVHandle.close(tcp) }
+            result.withLock { $0 = rc }
+            done.signal()
+        }
+        done.wait()
+        let rc = result.withLock { $0 }
+        guard rc == 0 else { throw .bindFailed("\(localNode)", String(cString: uv_strerror(rc))) }
+    }
+
+    fileprivate func accept(from server: UnsafeMutablePointer<uv_stream_t>) {
+        if inbound >= settings.maxInboundConnections || handshaking >= settings.maxHandshakingConnections {
+            refuse(from: server)
+            return
+        }
+        let conn = Connection(transport: self, initiator: false)
+        guard conn.accept(from: server), conn.state != .closed else { return }
+        connections[ObjectIdentifier(conn)] = conn
+        inbound += 1
+        handshaking += 1
+    }
+
+    /// Accepts and at once closes a connection over a limit, so it neither
+    /// waits in the kernel's backlog nor holds a descriptor; logged (see `refusals`)
+    /// and counted.
+    private func refuse(from server: UnsafeMutablePointer<uv_stream_t>) {
+        let tcp = UVHandle.allocate(uv_tcp_t.self, on: ioLoop)
+        uv_tcp_init(ioLoop.uvLoopPointer, tcp)
+        _ = uv_accept(server, UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self))
+        UVHandle.close(tcp)
+        stats.add(.connectionsRefused)
+        refusals.note(
+            "refused a connection: \(inbound) inbound open (limit \(settings.maxInboundConnections)), \(handshaking) in their handshake (limit \(settings.maxHandshakingConnections))"
+        )
+    }
+
+    // MARK: - Associations
+
+    func association(for node: NodeAddress) -> Association {
+        let key = Endpoint(host: node.host, port: node.port)
+        return associations.withLock { a in
+            if let existing = a[key] { return existing }
+            let created = Association(node: node, transport: self)
+            a[key] = created
+            return created
+        }
+    }
+
+    /// A ref to an actor on another node.
+    package func remoteRef(_ address: ActorAddress) -> ActorRef {
+        ActorRef(
+            address: address,
+            target: RemoteTarget(address: address, association: association(for: address.node), transport: self))
+    }
+
+    /// The local actor (or pool) at `path`, for a message that arrived.
+    func localTarget(path: UnsafeRawBufferPointer) -> (any MessageTarget)? {
+        system.target(at: String(decoding: path, as: UTF8.self))
+    }
+
+    // MARK: - Connection events (I/O loop)
+
+    func established(_ conn: Connection, peer: NodeAddress) {
+        connections[ObjectIdentifier(conn)] = conn
+        if !conn.isInitiator { handshaking -= 1 }
+        association(for: peer).adopt(conn, peer: peer)
+    }
+
+    func handshakeFailed(_ conn: Connection, reason: String) {
+        conn.association?.lost(conn, reason: reason, rejected: true)
+        conn.association = nil  // told once; the close that follows is not news to it
+    }
+
+    package func closed(_ conn: Connection, reason: String) {
+        if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil, !conn.isInitiator {
+            inbound -= 1
+            if !conn.wasEstablished { handshaking -= 1 }
+        }
+        // A retired duplicate ending is expected, not a lost connection.
+        if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
+        conn.association = nil
+    }
+
+    /// Connections made outbound are tracked too, so shutdown closes them.
+    func track(_ conn: Connection) { connections[ObjectIdentifier(conn)] = conn }
+
+    // MARK: - Shutdown
+
+    /// Fails every waiting ask, closes every connection and the listener.
+    /// Runs on the I/O loop; the caller then shuts the loops down.
+    package func shutdown() {
+        let done = DispatchSemaphore(value: 0)
+        let ran = ioLoop.execute { [self] in
+            for association in associations.withLock({ Array($0.values) }) { association.shutdown() }
+            for conn in connections.values { conn.close("shutting down") }
+            connections.removeAll()
+            inbound = 0
+            handshaking = 0
+            if let listener { UVHandle.close(listener) }
+            listener = nil
+            done.signal()
+        }
+        if ran { done.wait() }
+    }
+}
+
+private func onConnection(_ server: UnsafeMutablePointer<uv_stream_t>?, _ status: Int32) {
+    guard status == 0, let server else { return }
+    UVHandle.owner(of: server, as: Transport.self).accept(from: server)
+}

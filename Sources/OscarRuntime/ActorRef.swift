@@ -1,0 +1,104 @@
+import CLibUV
+import OscarBase
+import OscarCBOR
+
+/// A handle to an actor: the only way to talk to it.
+///
+/// `tell` and `ask` behave the same whether the actor is on this loop, another
+/// loop, or (with the transport) another node. A ref is `Codable` as its
+/// address, so it can travel inside a message and be replied to.
+public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let address: ActorAddress
+    package let target: (any MessageTarget)?
+
+    package init(address: ActorAddress, target: (any MessageTarget)?) {
+        self.address = address
+        self.target = target
+    }
+
+    /// Sends a message one way: at most once, FIFO per sender. Never blocks.
+    public func tell<M: Message>(_ message: M) {
+        guard let target else {
+            Log.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
+            return
+        }
+        target.deliver(message, reply: nil)
+    }
+
+    /// Sends a message and waits for its reply, or for a typed error: exactly
+    /// one outcome, at the latest when `timeout` has passed.
+    public func ask<M: Message>(_ message: M, timeout: Duration = .seconds(5)) async throws(AskError) -> M.Reply {
+        guard let target else { throw .actorNotFound(address) }
+        let address = self.address
+        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
+            target.deliver(message, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
+        }
+        return try outcome.get()
+    }
+
+    /// Asks with a message known only by its manifest and CBOR value (the
+    /// CLI's path: JSON in, JSON out). The recipient decodes it with its own
+    /// reaction for that manifest, exactly as if a typed message had been sent.
+    public func ask(
+        manifest: String, value: CBORValue, timeout: Duration = .seconds(5)
+    ) async throws(AskError)
+        -> CBORValue
+    {
+        guard let target else { throw .actorNotFound(address) }
+        let address = self.address
+        let payload = value.cbor
+        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
+            let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
+            var m = manifest
+            m.withUTF8 { manifestBytes in
+                payload.withUnsafeBytes { bytes in
+                    target.deliverEncoded(
+                        manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: pending)
+                }
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// Tells a message known only by its manifest and CBOR value.
+    public func tell(manifest: String, value: CBORValue) {
+        guard let target else { return }
+        let payload = value.cbor
+        var m = manifest
+        m.withUTF8 { manifestBytes in
+            payload.withUnsafeBytes { bytes in
+                target.deliverEncoded(manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: nil)
+            }
+        }
+    }
+
+    public var description: String { address.uri }
+
+    public static func == (a: ActorRef, b: ActorRef) -> Bool { a.address == b.address }
+    public func hash(into hasher: inout Hasher) { hasher.combine(address) }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(address)
+    }
+
+    /// Decodes an address; the ref resolves to the live actor when the
+    /// decoder's `userInfo[.oscarActorSystem]` holds the system that hosts it.
+    public init(from decoder: any Decoder) throws {
+        let address = try decoder.singleValueContainer().decode(ActorAddress.self)
+        let info = decoder.userInfo[.oscarActorSystem]
+        let system = info as? ActorSystem ?? (info as? SystemReference)?.system
+        self = system?.resolve(address) ?? ActorRef(address: address, target: nil)
+    }
+}
+
+extension CodingUserInfoKey {
+    /// The `ActorSystem` that refs decoded with this user info resolve against.
+    public static let oscarActorSystem = CodingUserInfoKey(rawValue: "oscar.actorSystem")!
+}
+
+/// Delivered to a watcher when an actor it watches stops.
+public struct Terminated: Message {
+    public let actor: ActorRef
+    public init(actor: ActorRef) { self.actor = actor }
+}

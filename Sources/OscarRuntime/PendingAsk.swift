@@ -1,0 +1,85 @@
+import Synchronization
+import CLibUV
+import OscarBase
+import OscarCBOR
+
+/// One local ask waiting for its outcome: the reply, an error, or its timeout.
+///
+/// Invariant: it completes exactly once (an atomic flag decides races), and
+/// once armed it is touched only on the loop it was armed on, where the reply
+/// is produced and the timeout fires. Its timeout is an entry in that loop's
+/// timer heap, not a task or a libuv handle of its own.
+final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @unchecked Sendable {
+    /// Unsafe rather than checked: `completed` already guarantees exactly one
+    /// resume, and the checked kind allocates a canary object per ask.
+    package typealias Continuation = UnsafeContinuation<Result<R, AskError>, Never>
+
+    package var timerDeadline: UInt64 = 0
+    package var timerSlot = -1
+    private let deadline: UInt64
+    private let timeout: Duration
+    private let recipient: ActorAddress
+    private var continuation: Continuation?
+    private var armedLoop: EventLoop?
+    private let completed = Atomic<Bool>(false)
+    /// Strong until the ask completes, then cleared: a waiting ask and its
+    /// table refer to each other only while the ask waits.
+    private var table: (any PendingAskTable)?
+    private var correlation: UInt64 = 0
+
+    init(_ continuation: Continuation, timeout: Duration, recipient: ActorAddress) {
+        self.continuation = continuation
+        self.timeout = timeout
+        self.recipient = recipient
+        self.deadline = EventLoop.deadline(after: timeout)
+    }
+
+    package func arm(on loop: EventLoop) {
+        guard armedLoop == nil, !completed.load(ordering: .acquiring) else { return }
+        armedLoop = loop
+        loop.arm(self, deadline: deadline)
+    }
+
+    package func succeed<V: Encodable & Sendable>(_ value: V) {
+        if let reply = value as? R {
+            complete(.success(reply))
+        } else if let reply = (value as? any ReplyConvertible)?.converted(to: R.self) as? R {
+            complete(.success(reply))
+        } else {
+            complete(.failure(.handlerFailed("reply of type \(V.self) where \(R.self) was expected")))
+        }
+    }
+
+    package func fail(_ error: AskError) { complete(.failure(error)) }
+
+    package func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+        do {
+            if kind == .reply {
+                complete(.success(try decoder.decode(R.self, from: payload)))
+            } else {
+                complete(.failure(try decoder.decode(AskError.self, from: payload)))
+            }
+        } catch {
+            complete(.failure(.decodeFailed("reply from \(recipient): \(error)")))
+        }
+    }
+
+    package func waitOn(_ table: any PendingAskTable, correlation: UInt64) {
+        self.table = table
+        self.correlation = correlation
+    }
+
+    package func timerFired() { complete(.failure(.timeout(recipient, timeout))) }
+
+    package func timerCancelled() { complete(.failure(.stopped(recipient))) }
+
+    private func complete(_ outcome: Result<R, AskError>) {
+        guard !completed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if let loop = armedLoop, timerSlot >= 0 { loop.disarm(self) }
+        table?.forget(correlation)
+        table = nil
+        let c = continuation
+        continuation = nil
+        c?.resume(returning: outcome)
+    }
+}

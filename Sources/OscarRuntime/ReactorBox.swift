@@ -1,0 +1,56 @@
+import CLibUV
+import OscarBase
+import OscarCBOR
+
+/// Holds one actor instance with its reaction table, and runs the reaction for
+/// a message whose type is known only at run time. The base class is the
+/// empty box: no instance and no reactions, so every message is unhandled.
+package class AnyReactorBox {
+    package func start(_ context: ActorContext) {}
+    package func stop() {}
+    /// Runs the reaction for the message at `pointer`, of type `type`. Returns
+    /// `.suspended` when a future reaction was started; the cell is told when
+    /// it finishes. Returns nil when the actor has no reaction for that type.
+    package func receive(
+        _ pointer: UnsafeRawPointer, type: ObjectIdentifier, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        nil
+    }
+
+    /// Decodes and runs a message that arrived encoded; nil when the actor has
+    /// no reaction for that manifest.
+    package func receive(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        nil
+    }
+}
+
+package final class ReactorBox<A: Reactor>: AnyReactorBox {
+    private let instance: A
+    private let table: Reactions<A>
+
+    package init(_ instance: A) {
+        self.instance = instance
+        var table = Reactions<A>()
+        A.reactions(&table)
+        self.table = table
+    }
+
+    package override func start(_ context: ActorContext) { instance.started(context) }
+    package override func stop() { instance.stopped() }
+
+    package override func receive(
+        _ pointer: UnsafeRawPointer, type: ObjectIdentifier, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        guard let handler = table.handler(for: type) else { return nil }
+        return handler(instance, pointer, reply, cell)
+    }
+
+    package override func receive(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+    ) -> ReactionOutcome? {
+        guard let handler = table.decodingHandler(for: manifest) else { return nil }
+        return handler(instance, payload, reply, cell)
+    }
+}

@@ -1,0 +1,314 @@
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import OscarCluster
+import OscarDistributed
+
+/// N real `MembershipCore`s on virtual time and a virtual network: per-message
+/// latency with jitter, loss, partitions and killed nodes, all from one seed,
+/// so a run replays exactly. No threads, sockets or clocks.
+public struct ClusterSimulator {
+    public struct Settings: Sendable {
+        public var nodes: Int
+        public var seed: UInt64
+        /// Mean one-way latency and its uniform jitter, in seconds.
+        public var latency: Double = 0.001
+        public var jitter: Double = 0.0005
+        /// Fraction of messages dropped.
+        public var loss: Double = 0
+        /// Seconds between a node's ticks (heartbeat and gossip period).
+        public var tickInterval: Double = 0.5
+        public var core = MembershipCore.Settings()
+        /// The seed (node 0) starts this much later than the others, which
+        /// wait for it.
+        public var seedStartDelay: Double = 0
+        /// When set, the last node starts at this virtual time (a late joiner).
+        public var lastNodeStartsAt: Double?
+        /// When set, every node (the first too) lists the first `sharedSeeds`
+        /// nodes as seeds, highest address first, as real deployments list
+        /// them in no particular order; nodes start in a random order within
+        /// the first second.
+        public var sharedSeeds: Int?
+        /// Records every gossip state sent and counts two different contents
+        /// under one version (`versionConflicts`), which the gossip's
+        /// shortcuts assume never happens. For tests: it keeps every state.
+        public var checkVersions = false
+
+        public init(nodes: Int, seed: UInt64) {
+            self.nodes = nodes
+            self.seed = seed
+        }
+    }
+
+    private struct Event {
+        var at: Double
+        var sequence: Int
+        var node: Int
+        var action: MembershipCore.Action?  // nil: this node's tick
+        /// For ticks: the incarnation they belong to (a restart starts a new
+        /// chain of ticks; the old one ends).
+        var incarnation = 0
+    }
+
+    public let settings: Settings
+    private let core: MembershipCore
+    public private(set) var states: [MembershipCore.State]
+    public private(set) var now: Double = 0
+    public private(set) var killed: Set<Int> = []
+    /// Fraction of messages dropped from now on (starts at `settings.loss`).
+    public var loss: Double
+    /// Paused nodes (SIGSTOP) and when they continue.
+    private var pausedUntil: [Int: Double] = [:]
+    /// Nodes whose `join` has run (a node that has not started does nothing).
+    private var started: Set<Int> = []
+    /// Restarts of each node so far: its incarnation, which picks its uid.
+    private var incarnations: [Int: Int] = [:]
+    /// Events published by each node, with their virtual time.
+    public private(set) var events: [[(time: Double, event: ClusterEvent)]]
+    public private(set) var messagesSent = 0
+    /// Gossip messages sent (a subset of `messagesSent`).
+    public private(set) var gossipSent = 0
+    /// With `checkVersions`: states sent under one version with different contents.
+    public private(set) var versionConflicts = 0
+    private var contentByVersion: [VersionVector: Gossip.Content] = [:]
+    private var blocked: Set<[Int]> = []
+    private var queue: [Event] = []
+    private var sequence = 0
+    private var random: SplitMix64
+
+    public init(settings: Settings) {
+        self.settings = settings
+        core = MembershipCore(settings: settings.core)
+        random = SplitMix64(seed: settings.seed)
+        loss = settings.loss
+        states = (0..<settings.nodes).map { i in
+            MembershipCore.State(me: Self.address(i), seed: settings.seed &+ UInt64(i) &* 7919)
+        }
+        events = Array(repeating: [], count: settings.nodes)
+        for i in 0..<settings.nodes {
+            var seeds = i == 0 ? [] : [Self.address(0)]
+            var start = (i == 0 ? settings.seedStartDelay : 0) + Double(i) * 0.01
+            if let shared = settings.sharedSeeds {
+                // Highest first: the node that forms the cluster is not the
+                // lowest address, so the leader is another seed.
+                seeds = (0..<shared).reversed().map { Self.address($0) }
+                start = uniform()
+            }
+            if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
+            schedule(Event(at: start, sequence: 0, node: i, action: .join(seeds: seeds)))
+            schedule(Event(at: start + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
+        }
+    }
+
+    /// Node `i`'s address: port i + 1, uid i + 1 (1,000 more per restart).
+    public static func address(_ i: Int, incarnation: Int = 0) -> NodeAddress {
+        NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1 + 1_000 * incarnation))
+    }
+
+    /// Node `i`'s current view.
+    public func view(_ i: Int) -> Gossip { states[i].gossip }
+
+    public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
+
+    /// Node `i` runs, is not frozen, and is up or leaving in its own view:
+    /// it serves as a member of its cluster.
+    public func isServing(_ i: Int) -> Bool {
+        guard started.contains(i), !isStopped(i), pausedUntil[i].map({ now >= $0 }) ?? true else { return false }
+        let status = states[i].myStatus
+        return status == .up || status == .leaving
+    }
+
+    /// Node `i` would run a cluster singleton, by the rule `ClusterSingleton`
+    /// follows: it is up and no older member (a smaller up number) is still
+    /// current in its view, whatever that member's status, except exiting.
+    public func hostsSingleton(_ i: Int) -> Bool {
+        guard isServing(i), states[i].myStatus == .up else { return false }
+        let view = states[i].gossip
+        guard let mine = view.members[states[i].me.uid]?.upNumber, mine > 0 else { return false }
+        return !view.current.contains { m in
+            m.uid != states[i].me.uid && m.upNumber > 0 && m.upNumber < mine && m.status != .exiting
+        }
+    }
+
+    /// Whether node `i` is started and running (not killed, not stopped).
+    public func isRunning(_ i: Int) -> Bool { started.contains(i) && !isStopped(i) }
+
+    /// Whether node `i` is frozen now.
+    public func isPaused(_ i: Int) -> Bool { pausedUntil[i].map { now < $0 } ?? false }
+
+    // MARK: - Faults
+
+    /// Stops node `i` at once: it neither acts nor answers (SIGKILL).
+    public mutating func kill(_ i: Int) { killed.insert(i) }
+
+    /// Cuts every link between the two groups, both ways.
+    public mutating func partition(_ a: [Int], _ b: [Int]) {
+        for x in a { for y in b { blocked.insert([x, y]); blocked.insert([y, x]) } }
+    }
+
+    /// Cuts the link from `a` to `b` only: `b` still reaches `a`.
+    public mutating func block(from a: Int, to b: Int) { blocked.insert([a, b]) }
+
+    /// Whether messages from `a` to `b` are cut.
+    public func isBlocked(from a: Int, to b: Int) -> Bool { blocked.contains([a, b]) }
+
+    /// Starts a killed or stopped node again as a new incarnation (a new uid
+    /// on the same address), joining through every node.
+    public mutating func restart(_ i: Int) {
+        killed.remove(i)
+        pausedUntil[i] = nil
+        let incarnation = (incarnations[i] ?? 0) + 1
+        incarnations[i] = incarnation
+        states[i] = MembershipCore.State(
+            me: Self.address(i, incarnation: incarnation),
+            seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
+        states[i].now = now  // the new process's clock reads the time it starts
+        started.remove(i)
+        // Every node lists the first three nodes as seeds, as `oscar chaos`
+        // starts them: node 0 forms a new cluster only if the other seeds
+        // are in none either; the others only join.
+        let seeds = (0..<min(3, settings.nodes)).map { Self.address($0) }
+        schedule(Event(at: now, sequence: 0, node: i, action: .join(seeds: seeds)))
+        schedule(
+            Event(
+                at: now + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil,
+                incarnation: incarnation))
+    }
+
+    public mutating func heal() { blocked.removeAll() }
+
+    /// Freezes node `i` for `seconds` (SIGSTOP, then SIGCONT): everything
+    /// addressed to it waits, in order, and it resumes where it stopped.
+    /// A node already frozen stays frozen until the later of both ends
+    /// (what it has queued is due then).
+    public mutating func pause(_ i: Int, for seconds: Double) {
+        pausedUntil[i] = max(pausedUntil[i] ?? now, now + seconds)
+    }
+
+    /// An operator downs member `uid` through node `i`.
+    public mutating func operatorDown(_ uid: UInt64, on i: Int) { apply(.down(uid), to: i) }
+
+    /// Node `i` leaves gracefully.
+    public mutating func leave(_ i: Int) { apply(.leave, to: i) }
+
+    // MARK: - Running
+
+    /// Runs every event up to virtual time `end`.
+    public mutating func run(until end: Double) {
+        while let first = queue.first, first.at <= end {
+            let event = popFirst()
+            now = event.at
+            guard !killed.contains(event.node), !states[event.node].stopped else { continue }
+            if event.action == nil, !started.contains(event.node) || event.incarnation != incarnations[event.node] ?? 0
+            {
+                continue
+            }
+            if let until = pausedUntil[event.node] {
+                if now < until {
+                    // Frozen: the event happens when the node continues, after
+                    // those queued before it (sequence order is kept).
+                    var later = event
+                    later.at = until
+                    schedule(later)
+                    continue
+                }
+                pausedUntil.removeValue(forKey: event.node)
+            }
+            if let action = event.action {
+                apply(action, to: event.node)
+            } else {
+                apply(.tick(now: now), to: event.node)
+                var next = event
+                next.at = now + settings.tickInterval
+                schedule(next)
+            }
+        }
+        now = end
+    }
+
+    /// Runs until `condition` holds or `limit` passes; returns the time it held, or nil.
+    public mutating func run(
+        untilTrue condition: (ClusterSimulator) -> Bool, limit: Double, step: Double = 0.1
+    )
+        -> Double?
+    {
+        while now < limit {
+            run(until: now + step)
+            if condition(self) { return now }
+        }
+        return nil
+    }
+
+    private mutating func apply(_ action: MembershipCore.Action, to i: Int) {
+        if case .join = action { started.insert(i) }
+        guard started.contains(i) else { return }  // not running yet: messages to it are lost
+        states[i] = core.reduce(state: states[i], action: action)
+        for directive in states[i].outbox {
+            switch directive {
+            case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
+            case .sendGossip(let to, let gossip):
+                gossipSent += 1
+                if settings.checkVersions {
+                    if let seen = contentByVersion[gossip.version], seen != gossip.content { versionConflicts += 1 }
+                    contentByVersion[gossip.version] = gossip.content
+                }
+                send(from: i, to: to, .gossip(gossip, from: states[i].me.node))
+            case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
+            case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
+            case .publish(let event): events[i].append((now, event))
+            case .shutDown: break  // the state is stopped; nothing more happens here
+            }
+        }
+    }
+
+    private mutating func send(from i: Int, to address: NodeAddress, _ action: MembershipCore.Action) {
+        let j = address.port - 1
+        guard j >= 0, j < states.count else { return }
+        messagesSent += 1
+        if blocked.contains([i, j]) || uniform() < loss { return }
+        let delay = settings.latency + (uniform() * 2 - 1) * settings.jitter
+        schedule(Event(at: now + max(0, delay), sequence: 0, node: j, action: action))
+    }
+
+    // MARK: - Event queue (binary heap by time, then insertion order)
+
+    private mutating func schedule(_ e: Event) {
+        var e = e
+        sequence += 1
+        e.sequence = sequence
+        queue.append(e)
+        var child = queue.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard Self.earlier(queue[child], queue[parent]) else { break }
+            queue.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func popFirst() -> Event {
+        let first = queue[0]
+        let last = queue.removeLast()
+        if !queue.isEmpty {
+            queue[0] = last
+            var parent = 0
+            while true {
+                let l = 2 * parent + 1
+                let r = l + 1
+                var m = parent
+                if l < queue.count, Self.earlier(queue[l], queue[m]) { m = l }
+                if r < queue.count, Self.earlier(queue[r], queue[m]) { m = r }
+                if m == parent { break }
+                queue.swapAt(parent, m)
+                parent = m
+            }
+        }
+        return first
+    }
+
+    private static func earlier(_ a: Event, _ b: Event) -> Bool { (a.at, a.sequence) < (b.at, b.sequence) }
+
+    private mutating func uniform() -> Double { random.unit() }
+}

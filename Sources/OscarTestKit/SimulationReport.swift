@@ -1,0 +1,116 @@
+import OscarBase
+import OscarCBOR
+import OscarRuntime
+import OscarRemote
+import OscarMembership
+import OscarCluster
+import OscarDistributed
+
+/// Convergence and failure-detection figures measured on the simulator, for
+/// `oscar simulate` and docs/SIMULATION.md.
+public struct SimulationReport: Sendable {
+    public var nodes: Int
+    public var seed: UInt64
+    /// Virtual seconds until every node saw every member up (cold start).
+    public var coldStartConvergence: Double?
+    /// Virtual seconds from a late node's start until every node saw it up.
+    public var newMemberUp: Double?
+    /// Virtual seconds from a kill until every live node saw the victim
+    /// unreachable, and until it was removed everywhere.
+    public var killDetected: Double?
+    public var killRemoved: Double?
+    /// False suspicions under loss: unreachable events about live members
+    /// that reached one node (a suspicion spreads to every node), per minute,
+    /// by loss rate.
+    public var falseSuspicionsPerMinute: [Double: Double] = [:]
+    /// False removals (of live members) under loss, summed over all nodes' views.
+    public var falseRemovals: [Double: Int] = [:]
+    /// Gossip messages per node per second in a stable cluster.
+    public var gossipPerNodeSecond: Double = 0
+
+    /// Runs the scenarios. `progress` is called with a line per step.
+    public static func run(
+        nodes n: Int, seed: UInt64, lossRates: [Double] = [0.05, 0.20], window: Double = 60,
+        progress: (String) -> Void = { _ in }
+    ) -> SimulationReport {
+        var report = SimulationReport(nodes: n, seed: seed)
+        let limit = 120.0
+
+        func allUp(_ sim: ClusterSimulator, _ nodes: [Int], _ count: Int) -> Bool {
+            nodes.allSatisfy { i in
+                let v = sim.view(i).current
+                return v.count == count && v.allSatisfy { $0.status == .up }
+            }
+        }
+
+        // Cold start, then a late joiner.
+        progress("n=\(n): cold start and a late joiner")
+        var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+        settings.lastNodeStartsAt = 1_000  // effectively "later", set below
+        var sim = ClusterSimulator(settings: settings)
+        let early = Array(0..<(n - 1))
+        report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
+        if let t = report.coldStartConvergence {
+            // Restart the scenario with the late node starting just after convergence.
+            settings.lastNodeStartsAt = t + 1
+            sim = ClusterSimulator(settings: settings)
+            let all = Array(0..<n)
+            if let upAt = sim.run(untilTrue: { allUp($0, all, n) }, limit: t + 1 + limit, step: 0.25) {
+                report.newMemberUp = upAt - (t + 1)
+                // Stable cluster: gossip load over 10 s.
+                let before = sim.gossipSent
+                sim.run(until: sim.now + 10)
+                report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
+                // Kill one, measure detection and removal.
+                progress("n=\(n): killing a node")
+                let victim = n / 2
+                let uid = ClusterSimulator.address(victim).uid
+                let live = all.filter { $0 != victim }
+                let killedAt = sim.now
+                sim.kill(victim)
+                if let d = sim.run(
+                    untilTrue: { s in
+                        live.allSatisfy { !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed }
+                    }, limit: killedAt + limit, step: 0.1)
+                {
+                    report.killDetected = d - killedAt
+                }
+                if let r = sim.run(
+                    untilTrue: { s in live.allSatisfy { s.view($0).members[uid]?.status == .removed } },
+                    limit: killedAt + limit, step: 0.25)
+                {
+                    report.killRemoved = r - killedAt
+                }
+            }
+        }
+
+        // False positives under loss: the cluster forms without loss, then
+        // loses that fraction of every message for the window; no other
+        // fault. One formed cluster serves every rate (the simulator is a
+        // value: each rate runs on a copy).
+        progress("n=\(n): forming a cluster for the loss runs")
+        var formed = ClusterSimulator(settings: ClusterSimulator.Settings(nodes: n, seed: seed &+ 17))
+        guard let start = formed.run(untilTrue: { allUp($0, Array(0..<n), n) }, limit: limit, step: 0.25) else {
+            return report
+        }
+        for loss in lossRates {
+            progress("n=\(n): \(Int(loss * 100))% loss for \(Int(window)) s")
+            var s = formed
+            s.loss = loss
+            s.run(until: start + window)
+            var unreachable = 0
+            var removed = 0
+            for e in s.events[0] where e.time > start {
+                if case .unreachable = e.event { unreachable += 1 }
+            }
+            for i in 0..<n {
+                for e in s.events[i] where e.time > start {
+                    if case .memberRemoved = e.event { removed += 1 }
+                }
+            }
+            report.falseSuspicionsPerMinute[loss] = Double(unreachable) / (window / 60)
+            report.falseRemovals[loss] = removed
+        }
+        return report
+    }
+}
