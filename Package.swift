@@ -12,6 +12,8 @@ let package = Package(
         // Chaos workloads, checkers, the simulator and the fault gate, for an
         // application's own tests and chaos runs. Not part of `Oscar`.
         .library(name: "OscarTestKit", targets: ["OscarTestKit"]),
+        // The seed's reducer engine, on its own (the membership runs on it).
+        .library(name: "CoreEngine", targets: ["CoreEngine"]),
         .executable(name: "oscar", targets: ["oscar"]),
     ],
     targets: [
