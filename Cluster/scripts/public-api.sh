@@ -9,6 +9,8 @@
 # does not declare (String, Duration, Int, Array, CodingUserInfoKey, ...) that
 # adds public members. A conformance of such a type to one of Oscar's own
 # protocols is not counted: it adds only that protocol's requirements.
+# Last, the public types named like swift-nio's, swift-log's or
+# swift-metrics' (printed only).
 #
 #   Cluster/scripts/public-api.sh           print
 #   Cluster/scripts/public-api.sh --check   also exit 1 above the limit or on
@@ -119,6 +121,19 @@ if foreign:
         print(f"  {line}")
 else:
     print("No public extensions of types Oscar does not declare.")
+
+# Names an application may also import from swift-nio, swift-log or
+# swift-metrics (docs/API.md): listed, not yet a failure of --check.
+ECOSYSTEM = {
+    "EventLoop": "swift-nio", "EventLoopGroup": "swift-nio", "Channel": "swift-nio",
+    "Logger": "swift-log", "LogHandler": "swift-log",
+    "Counter": "swift-metrics", "Gauge": "swift-metrics", "Timer": "swift-metrics",
+}
+clashes = [(m, n) for m, _, n in types if n in ECOSYSTEM]
+if clashes:
+    print("Names that clash with the Swift server ecosystem:")
+    for module, name in clashes:
+        print(f"  {module}.{name} (also {ECOSYSTEM[name]}'s)")
 
 if check:
     failed = False
