@@ -488,14 +488,17 @@ def main(argv):
                 handle.write(updated)
         print(f"dependency-matrix: {path} updated" if updated != text else f"dependency-matrix: {path} already current")
     else:
-        if updated != text:
+        stale = updated != text
+        if stale:
             print(
                 f"dependency-matrix: the matrix in {path} is stale; the code's dependencies changed. "
                 f"Run: python3 Cluster/scripts/dependency-matrix.py --write {path}",
                 file=sys.stderr,
             )
+        else:
+            print(f"dependency-matrix: {path} is current")
+        if stale and not upward:
             return 1
-        print(f"dependency-matrix: {path} is current")
     if upward:
         print("dependency-matrix: edges go up:\n  " + "\n  ".join(upward), file=sys.stderr)
         return 1
