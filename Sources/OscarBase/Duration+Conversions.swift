@@ -1,6 +1,6 @@
 extension Duration {
     /// The duration in seconds, as a floating-point number.
-    public var seconds: Double {
+    package var inSeconds: Double {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }
@@ -8,7 +8,7 @@ extension Duration {
     /// The duration in whole nanoseconds; negative durations count as zero
     /// and durations past about 292 years as `Int64.max` (every caller uses
     /// it for a delay or a period, some of them typed by a user).
-    public var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (s, atto) = components
         guard s < Int64.max / 1_000_000_000 else { return .max }
         return max(0, s) * 1_000_000_000 + max(0, atto) / 1_000_000_000
@@ -17,7 +17,7 @@ extension Duration {
 
 /// Durations as people write them: `100us`, `500ms`, `2s`, `1m`, or a plain
 /// number of seconds. One parser for the CLI and configuration files.
-public enum DurationText {
+package enum DurationText {
     /// Nil when the text is not a non-negative duration.
     public static func parse(_ text: String) -> Duration? {
         // Longer suffixes first: "500ms" also ends in "s".
@@ -41,5 +41,5 @@ public enum DurationText {
 
 extension String {
     /// A number with one decimal place, as reports print seconds.
-    public init(format1 value: Double) { self = String((value * 10).rounded() / 10) }
+    package init(format1 value: Double) { self = String((value * 10).rounded() / 10) }
 }

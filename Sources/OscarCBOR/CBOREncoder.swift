@@ -12,7 +12,7 @@ import OscarBase
 /// container closes (inserting bytes only when it has 24 entries or more).
 /// That means containers must be filled one after the other, which is what
 /// synthesized and ordinary hand-written `Codable` code does.
-public struct CBOREncoder: Sendable {
+package struct CBOREncoder: Sendable {
     public init() {}
 
     public func encode<T: Encodable>(_ value: T) throws(CBORError) -> [UInt8] {

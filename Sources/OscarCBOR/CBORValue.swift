@@ -2,7 +2,7 @@ import OscarBase
 
 /// Any CBOR data item, for code that does not know the Swift type ahead: the
 /// CLI's JSON bridge, diagnostics, and the RFC 8949 Appendix A tests.
-public indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
+package indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
     case unsigned(UInt64)
     /// The negative integer -1 - n.
     case negative(UInt64)
@@ -37,7 +37,7 @@ public indirect enum CBORValue: Sendable, Equatable, CustomStringConvertible {
     // MARK: - Reading and writing
 
     /// Decodes exactly one item from `bytes`; trailing bytes are an error.
-    public init(cbor bytes: [UInt8]) throws(CBORError) {
+    package init(cbor bytes: [UInt8]) throws(CBORError) {
         let result = bytes.withUnsafeBytes { raw -> Result<CBORValue, CBORError> in
             var reader = CBORReader(raw)
             do throws(CBORError) {

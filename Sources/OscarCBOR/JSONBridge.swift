@@ -5,7 +5,7 @@ import OscarBase
 /// arrays arrays, strings text, integers integers, other numbers floats,
 /// booleans and null themselves. Byte strings and tags, which JSON lacks,
 /// come out as `{"$bytes": "<hex>"}` and `{"$tag": n, "value": …}`.
-public enum JSONBridge {
+package enum JSONBridge {
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case invalidJSON(String)
         /// An object has this key twice: which one wins would be a guess.

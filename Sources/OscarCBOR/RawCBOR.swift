@@ -9,7 +9,7 @@ import OscarBase
 ///
 /// Through Oscar's CBOR coders it is the item itself (checked to be whole
 /// when read); other coders see it as a `CBORValue`.
-public struct RawCBOR: Codable, Sendable, Hashable {
+package struct RawCBOR: Codable, Sendable, Hashable {
     /// Exactly one well-formed CBOR item.
     public var bytes: [UInt8]
 

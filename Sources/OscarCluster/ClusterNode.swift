@@ -21,6 +21,17 @@ import CoreEngine
 /// secret in, the response out.
 package typealias ManagementRoute = @Sendable (ManagementRoutes.Request, _ secret: [UInt8]) async -> ManagementRoutes.Response
 
+/// A node of a cluster: one process's `ActorSystem` (its `system`), the
+/// transport that connects it to the other nodes, its membership, the
+/// receptionist, the cluster pools and singletons declared in it, and the
+/// optional management endpoint. A `ClusterSystem` (distributed actors) runs
+/// over one.
+///
+/// Two process-wide effects, both on the first node a process starts: the
+/// process ignores SIGPIPE (a peer closing mid-write must be an error on
+/// that connection, not the end of the process), and its soft limit of open
+/// descriptors is raised to the hard limit (connection limits derive from
+/// it, `ConnectionLimits`).
 public final class ClusterNode: Sendable {
     public struct Settings: Sendable {
         /// Address to listen on (an IPv4 literal; 0.0.0.0 for every
@@ -64,7 +75,7 @@ public final class ClusterNode: Sendable {
         /// Roles this member has (pools can place routees by role).
         public var roles: Set<String>
         /// Failure detection, downing and gossip settings.
-        public var membership: MembershipCore.Settings
+        public var membership: MembershipSettings
         /// How often membership gossips, heartbeats and checks. Default 500 ms.
         public var membershipTick: Duration
         /// The management endpoint (GET /members, /health, /metrics): nil for
@@ -78,6 +89,9 @@ public final class ClusterNode: Sendable {
         /// A filter on every frame (the test kit's fault gate); nil, so no
         /// fault code on the path, unless a test or chaos run installs one.
         package var frameFilter: (any FrameFilter)?
+        /// Receives this node's counters as they change (`OscarMetrics`);
+        /// nil, the default, pushes nothing.
+        public var metrics: (any OscarMetrics.Handler)?
         /// Run once the node has started, before `init` returns: how a layer
         /// above adds its system actors and management routes.
         package var onStart: [@Sendable (ClusterNode) -> Void] = []
@@ -93,10 +107,10 @@ public final class ClusterNode: Sendable {
         public var identityHost: String { advertisedHost ?? host }
 
         public init(
-            host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = EventLoopGroup.defaultLoopCount,
+            host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = ActorSystem.Settings.defaultLoopCount,
             mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
             name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
-            roles: Set<String> = [], membership: MembershipCore.Settings = .init(),
+            roles: Set<String> = [], membership: MembershipSettings = .init(),
             membershipTick: Duration = .milliseconds(500), httpPort: Int? = nil, httpHost: String = "127.0.0.1"
         ) {
             self.host = host
@@ -132,7 +146,7 @@ public final class ClusterNode: Sendable {
             ref: system.ref(for: ActorAddress(node: address, path: ReceptionistActor.path)),
             listings: receptionistListings)
     }
-    let stats = NodeStats()
+    let stats: NodeStats
     private let http = Mutex<HTTPServer?>(nil)
 
     /// The management endpoint's port, when it was asked for.
@@ -145,6 +159,7 @@ public final class ClusterNode: Sendable {
         settings: Settings, services: ServiceLocator = ServiceLocator(),
         _ build: (inout ActorSystemBuilder) -> Void = { _ in }
     ) throws(TransportError) {
+        stats = NodeStats(handler: settings.metrics)
         let (fd, port) = try SocketAddress.listen(host: settings.host, port: settings.port)
         system = ActorSystem(
             settings: .init(

@@ -127,7 +127,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
             return (cell, s.held)
         }
         guard let cell else { return }
-        Log.shared.info("cluster singleton \(name) starts on this node")
+        OscarLog.shared.info("cluster singleton \(name) starts on this node")
         cell.loop.execute { cell.startIfNeeded() }
         for h in held { h.replay(cell) }
     }
@@ -138,7 +138,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
                 defer { s.active = nil }; return s.active
             })
         else { return }
-        Log.shared.info("cluster singleton \(name) stops on this node: handing over")
+        OscarLog.shared.info("cluster singleton \(name) stops on this node: handing over")
         cell.stop()
     }
 

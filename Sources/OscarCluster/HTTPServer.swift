@@ -95,7 +95,7 @@ final class HTTPServer: @unchecked Sendable {
             {
                 listener = tcp
             } else {
-                Log.shared.error("management endpoint could not listen on port \(actual)")
+                OscarLog.shared.error("management endpoint could not listen on port \(actual)")
                 UVHandle.close(tcp)
             }
         }
@@ -143,7 +143,7 @@ final class HTTPServer: @unchecked Sendable {
             refusedUnlogged += 1
             return
         }
-        Log.shared.warning(
+        OscarLog.shared.warning(
             "management endpoint: \(open) connections open, the limit; refusing new ones until some close")
         armRefusalLog()
     }
@@ -154,7 +154,7 @@ final class HTTPServer: @unchecked Sendable {
                 refusalLog = nil
                 return
             }
-            Log.shared.warning(
+            OscarLog.shared.warning(
                 "management endpoint: refused \(refusedUnlogged) more connections in the last "
                     + "\(Self.refusalLogInterval) (limit \(limits.maxConnections) open)")
             refusedUnlogged = 0

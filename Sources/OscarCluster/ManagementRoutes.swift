@@ -8,7 +8,7 @@ import CoreEngine
 
 /// The management endpoint's pages, as pure functions of a snapshot: the
 /// HTTP shell parses requests and writes responses, nothing else.
-public enum ManagementRoutes {
+package enum ManagementRoutes {
     public struct Response: Sendable, Equatable {
         public var status: Int
         public var contentType: String

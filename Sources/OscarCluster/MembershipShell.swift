@@ -124,7 +124,7 @@ final class MembershipShell: Reactor {
         events.finish()
     }
 
-    private var now: Double { (clock.now - start).seconds }
+    private var now: Double { (clock.now - start).inSeconds }
 
     private func scheduleTick() {
         guard let loop = EventLoop.current, let context else { return }
@@ -154,14 +154,14 @@ final class MembershipShell: Reactor {
             case .sendHeartbeatRequest(let to): send(.heartbeatRequest(state.me.node), to: to, context)
             case .sendHeartbeat(let to): send(.heartbeat(state.me.uid), to: to, context)
             case .publish(let event):
-                Log.shared.info("cluster: \(event)")
+                OscarLog.shared.info("cluster: \(event)")
                 switch event {
                 case .memberRemoved(let m), .memberDowned(let m): context.system?.nodeRemoved(m.node)
                 default: break
                 }
                 events.publish(event)
             case .shutDown(let reason):
-                Log.shared.warning("cluster: \(reason); this node stops")
+                OscarLog.shared.warning("cluster: \(reason); this node stops")
                 events.publish(.leaderChanged(nil))
                 events.requestShutdown(reason)
             }

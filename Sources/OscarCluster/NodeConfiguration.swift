@@ -13,7 +13,7 @@ import CoreEngine
 /// Every setting has one name, spelled the same everywhere: `--bind-host`
 /// on the command line, `OSCAR_BIND_HOST` in the environment, `"bind-host"`
 /// in the file.
-public struct NodeConfiguration: Sendable, Equatable {
+package struct NodeConfiguration: Sendable, Equatable {
     public enum Downing: String, Sendable, CaseIterable { case keepMajority = "keep-majority", manual }
 
     public var port = 7000
@@ -35,7 +35,7 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var stableAfter = Duration.seconds(5)
     public var decideWhenUnstableAfter = Duration.seconds(4)
     public var removalMargin = Duration.seconds(8)
-    public var logLevel = Log.Level.info
+    public var logLevel = OscarLog.Level.info
 
     /// Where a resolved value came from, for `--print-config`.
     public enum Source: String, Sendable { case flag, environment, file, `default` }
@@ -164,9 +164,9 @@ public struct NodeConfiguration: Sendable, Equatable {
         s.membership.failureDetector.acceptablePause = acceptablePause
         s.membership.failureDetector.firstHeartbeatEstimate = heartbeatInterval
         s.membership.downing = downing == .manual ? .manual : .keepMajority
-        s.membership.stableAfter = stableAfter.seconds
-        s.membership.decideWhenUnstableAfter = decideWhenUnstableAfter.seconds
-        s.membership.removalMargin = removalMargin.seconds
+        s.membership.stableAfter = stableAfter.inSeconds
+        s.membership.decideWhenUnstableAfter = decideWhenUnstableAfter.inSeconds
+        s.membership.removalMargin = removalMargin.inSeconds
         s.membershipTick = heartbeatInterval
         return s
     }
@@ -285,7 +285,7 @@ public struct NodeConfiguration: Sendable, Equatable {
             DurationText.format($0.removalMargin)
         },
         Key(name: "log-level", help: "debug, info, warning, error or off") { c, t throws(Reason) in
-            guard let level = Log.Level.allCases.first(where: { $0.description == t }) else {
+            guard let level = OscarLog.Level.allCases.first(where: { $0.description == t }) else {
                 throw Reason(text: "must be one of debug, info, warning, error, off; not '\(t)'")
             }
             c.logLevel = level
@@ -341,7 +341,7 @@ extension NodeConfiguration.Source {
 }
 
 /// A setting that cannot be used, named with where it came from.
-public struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+package struct ConfigurationError: Error, CustomStringConvertible, Equatable {
     public var key: String
     public var source: String
     public var reason: String

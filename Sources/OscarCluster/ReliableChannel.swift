@@ -56,11 +56,11 @@ public final class ReliableConsumer<M: Message>: Reactor {
         switch directive {
         case .deliver(let envelope):
             if envelope.seq == 5, PlantedBug.skipsFifthDelivery.load(ordering: .relaxed) {
-                Log.shared.warning("planted fault: message \(envelope.seq) acknowledged without processing")
+                OscarLog.shared.warning("planted fault: message \(envelope.seq) acknowledged without processing")
             } else if let decoder, let message = try? decoder.decode(M.self, from: envelope.payload) {
                 handle(message)
             } else {
-                Log.shared.error("reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")
+                OscarLog.shared.error("reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")
             }
             for next in core.onProcessed(envelope.seq) { perform(next, producer: producer) }
         case .ack(let upTo, let stream):
@@ -108,7 +108,7 @@ public final class ReliableProducer<M: Message>: Sendable {
 
     /// Sends `message`, waiting while the window is full. Returns once the
     /// channel has taken it (not when it is acknowledged).
-    public func send(_ message: M) async throws(CBORError) {
+    package func send(_ message: M) async throws(CBORError) {
         let payload = try CBOREncoder().encode(message)
         while true {
             let directives = state.withLock { $0.core.offer(payload) }

@@ -26,7 +26,7 @@ import CoreEngine
 ///   starts again at 1. Messages the old producer took but had not had
 ///   acknowledged are lost with it; the consumer takes the new stream from
 ///   its first message and counts it apart from the old one.
-public enum ReliableDelivery {
+package enum ReliableDelivery {
     /// One message in flight: its stream, its number and its encoded bytes.
     public struct Envelope: Codable, Sendable, Hashable {
         /// The producer's incarnation: random per producer.

@@ -80,7 +80,7 @@ public enum FloodBenchmark {
             node.listen { event in
                 guard case .unreachable(let member) = event else { return }
                 unreachable.wrappingAdd(1, ordering: .relaxed)
-                Log.shared.warning("flood: \(observer) sees \(member.node) unreachable")
+                OscarLog.shared.warning("flood: \(observer) sees \(member.node) unreachable")
             }
         }
         let clock = ContinuousClock()

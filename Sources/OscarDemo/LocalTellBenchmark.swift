@@ -67,7 +67,7 @@ public enum LocalTellBenchmark {
         let elapsed = clock.now - t0
         guard counted == Int64(count) else { throw Failure.wrongCount(expected: count, got: counted) }
         return [
-            BenchFigure(metric: "w4_local_tell_throughput", value: Double(count) / elapsed.seconds, unit: "msg/s"),
+            BenchFigure(metric: "w4_local_tell_throughput", value: Double(count) / elapsed.inSeconds, unit: "msg/s"),
             BenchFigure(metric: "w4_peak_rss", value: Double(ProcessStats.peakRSSKiB), unit: "KiB"),
         ]
     }

@@ -72,7 +72,7 @@ public enum PoolBenchmark {
         let elapsed = clock.now - t0
         var figures = [
             BenchFigure(
-                metric: "pool_\(label)_ask_c64_throughput", value: Double(total) / elapsed.seconds, unit: "req/s")
+                metric: "pool_\(label)_ask_c64_throughput", value: Double(total) / elapsed.inSeconds, unit: "req/s")
         ]
         for (i, n) in nodes.enumerated() {
             let share = Double(ports[n.address.port] ?? 0) / Double(total) * 100

@@ -117,7 +117,7 @@ public enum RemoteBenchmark {
         let counted = try await server.ask(Flush(), timeout: .seconds(120))
         let elapsed = clock.now - t0
         guard counted == n else { throw Failure.wrongCount(expected: n, got: counted) }
-        return [BenchFigure(metric: "w1_remote_tell_throughput", value: Double(n) / elapsed.seconds, unit: "msg/s")]
+        return [BenchFigure(metric: "w1_remote_tell_throughput", value: Double(n) / elapsed.inSeconds, unit: "msg/s")]
     }
 
     /// One W2/W3 request: sends payload `i`, returns the `i` of the reply.
@@ -142,11 +142,11 @@ public enum RemoteBenchmark {
         let total = clock.now - start
         latencies.sort()
         // Nearest rank: the element at 1-based rank ceil(p * 20000).
-        func percentile(_ p: Double) -> Double { latencies[Int((p * 20_000).rounded(.up)) - 1].seconds * 1e6 }
+        func percentile(_ p: Double) -> Double { latencies[Int((p * 20_000).rounded(.up)) - 1].inSeconds * 1e6 }
         return [
             BenchFigure(metric: "w2_remote_ask_p50", value: percentile(0.50), unit: "us"),
             BenchFigure(metric: "w2_remote_ask_p99", value: percentile(0.99), unit: "us"),
-            BenchFigure(metric: "w2_remote_ask_rate", value: 20_000 / total.seconds, unit: "rt/s"),
+            BenchFigure(metric: "w2_remote_ask_rate", value: 20_000 / total.inSeconds, unit: "rt/s"),
         ]
     }
 
@@ -172,7 +172,7 @@ public enum RemoteBenchmark {
         }
         let elapsed = clock.now - t0
         return [
-            BenchFigure(metric: "w3_remote_ask_c64_throughput", value: Double(total) / elapsed.seconds, unit: "req/s")
+            BenchFigure(metric: "w3_remote_ask_c64_throughput", value: Double(total) / elapsed.inSeconds, unit: "req/s")
         ]
     }
 }

@@ -140,7 +140,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         do {
             try node.system.claim(target, at: actor.id)
         } catch {
-            Log.shared.error("distributed actor \(actor.id) cannot be reached: \(error)")
+            OscarLog.shared.error("distributed actor \(actor.id) cannot be reached: \(error)")
         }
     }
 

@@ -75,7 +75,7 @@ final class DistributedRoutee<A: DistributedActor>: Reactor where A.ActorSystem 
 
     package func started(_ context: ActorContext) {
         guard let system = context.services.service(ClusterSystem.Slot.self)?.system else {
-            return Log.shared.error("\(context.ref.address): a distributed pool needs a ClusterSystem on this node")
+            return OscarLog.shared.error("\(context.ref.address): a distributed pool needs a ClusterSystem on this node")
         }
         let actor = system.named("\(context.ref.address.path)/actor") { make(system) }
         self.actor = actor

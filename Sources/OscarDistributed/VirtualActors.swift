@@ -216,7 +216,7 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
             let moved = live.keys.filter { system.placement(kind: kind, key: $0).description != me }
             return moved.compactMap { live.removeValue(forKey: $0)?.actor }
         }
-        if !dropped.isEmpty { Log.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes") }
+        if !dropped.isEmpty { OscarLog.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes") }
     }
 
     /// Every half idle timeout, deactivates what was idle for a whole one.

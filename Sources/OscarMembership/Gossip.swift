@@ -12,7 +12,7 @@ import CoreEngine
 /// and no member is touched. `seen` is not part of the join; it tracks
 /// convergence: a state is converged when every member that counts has seen
 /// it.
-public struct Gossip: Codable, Hashable, Sendable {
+package struct Gossip: Codable, Hashable, Sendable {
     public private(set) var members: [UInt64: Member] = [:]
     public private(set) var reachability = Reachability()
     /// Names the content exactly (see `VersionVector`): every change this

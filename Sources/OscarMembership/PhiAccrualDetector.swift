@@ -9,26 +9,10 @@ import CoreEngine
 /// come, given the intervals seen so far (modelled as a normal distribution,
 /// widened by `acceptablePause`). Phi 8 means about a one-in-10⁸ chance of
 /// being wrong.
-public struct PhiAccrualDetector: Sendable {
+package struct PhiAccrualDetector: Sendable {
     /// Settings, one `Sendable` struct; the defaults suit loopback and LAN
     /// clusters heartbeating every 500 ms.
-    public struct Settings: Sendable, Hashable {
-        /// Phi at and above which the node is considered unreachable. Default 8.
-        public var threshold: Double = 8
-        /// Intervals remembered. Default 200.
-        public var maxSamples: Int = 200
-        /// Floor for the standard deviation, so very regular heartbeats do
-        /// not make the detector hair-triggered. Default 100 ms.
-        public var minStdDeviation: Duration = .milliseconds(100)
-        /// Extra lateness tolerated on top of the usual interval (a busy
-        /// loop, a loaded machine). Default 800 ms, which with 500 ms
-        /// heartbeats detects a dead node in about 2 s.
-        public var acceptablePause: Duration = .milliseconds(800)
-        /// The interval assumed before any has been measured. Default 500 ms.
-        public var firstHeartbeatEstimate: Duration = .milliseconds(500)
-
-        public init() {}
-    }
+    package typealias Settings = FailureDetectorSettings
 
     public let settings: Settings
     private var intervals: [Double] = []  // seconds, a ring once full
@@ -40,7 +24,7 @@ public struct PhiAccrualDetector: Sendable {
     public init(settings: Settings = Settings()) {
         self.settings = settings
         // Seed with the estimate, as a first interval with a broad spread.
-        let first = settings.firstHeartbeatEstimate.seconds
+        let first = settings.firstHeartbeatEstimate.inSeconds
         record(first - first / 4)
         record(first + first / 4)
     }
@@ -61,9 +45,9 @@ public struct PhiAccrualDetector: Sendable {
     public func phi(at now: Double) -> Double {
         guard let last = lastHeartbeat else { return 0 }
         let n = Double(intervals.count)
-        let mean = sum / n + settings.acceptablePause.seconds
+        let mean = sum / n + settings.acceptablePause.inSeconds
         let variance = max(0, sumOfSquares / n - (sum / n) * (sum / n))
-        let std = max(variance.squareRoot(), settings.minStdDeviation.seconds)
+        let std = max(variance.squareRoot(), settings.minStdDeviation.inSeconds)
         let y = (now - last - mean) / std
         // The logistic approximation of the normal CDF (as Akka and Cassandra
         // use) gives P(later) = 1 / (1 + e^k) with k = y (1.5976 + 0.070566 y²),

@@ -5,7 +5,7 @@ import CoreEngine
 /// that observer. Merging keeps, per observer, the record set with the higher
 /// version, so only an observer can change its observations and the merge is
 /// a join (commutative, associative, idempotent).
-public struct Reachability: Codable, Hashable, Sendable {
+package struct Reachability: Codable, Hashable, Sendable {
     public struct Observations: Codable, Hashable, Sendable {
         /// Subjects this observer cannot reach.
         public var unreachable: Set<UInt64> = []

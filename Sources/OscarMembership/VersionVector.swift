@@ -11,7 +11,7 @@ import CoreEngine
 /// Comparing two vectors is a walk over two sorted arrays, much cheaper than
 /// comparing or merging member tables, which is what lets a stable cluster
 /// of a thousand nodes gossip without merging anything.
-public struct VersionVector: Hashable, Sendable {
+package struct VersionVector: Hashable, Sendable {
     /// One node's counter.
     public struct Entry: Hashable, Sendable {
         public var node: UInt64

@@ -263,7 +263,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// without limit.
     private func cutOff(_ conn: Connection, waiting: Int) {
         transport.stats.add(.peersCutOff)
-        Log.shared.warning(
+        OscarLog.shared.warning(
             "cutting off \(node): it stopped reading (\(waiting) bytes waiting, the bound is \(transport.settings.outboundCapacity))"
         )
         conn.close("the peer stopped reading (\(waiting) bytes waiting)")
@@ -480,7 +480,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             // address): the newest connection wins. The old one retires: it
             // still delivers what is in flight and carries the replies to
             // asks that came on it, then closes.
-            Log.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
+            OscarLog.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
             failPending("\(node) restarted")
             if let old = connection {
                 // What was queued while the old incarnation was connected was
@@ -515,7 +515,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         peerUID = peer.uid
         gatedUntil = 0
         backoff = transport.settings.reconnectBackoffMin
-        Log.shared.info("connected to \(peer) (uid \(peer.uid))")
+        OscarLog.shared.info("connected to \(peer) (uid \(peer.uid))")
         flush(to: conn, endOfTurn: true)
     }
 
@@ -541,14 +541,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         connection = nil
         if wasEstablished {
             if shuttingDown {
-                Log.shared.debug("closed the connection to \(node)")
+                OscarLog.shared.debug("closed the connection to \(node)")
             } else if pending.isEmpty && outboundHead == outbound.count {
                 // Nothing lost (a one-shot client such as `oscar ask` that
                 // is done): news, not a problem. Membership reports members
                 // that fail.
-                Log.shared.info("connection to \(node) closed: \(reason)")
+                OscarLog.shared.info("connection to \(node) closed: \(reason)")
             } else {
-                Log.shared.warning(
+                OscarLog.shared.warning(
                     "lost the connection to \(node) with \(pending.count) asks pending: \(reason)")
             }
         }

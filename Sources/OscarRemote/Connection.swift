@@ -153,7 +153,7 @@ package final class Connection: @unchecked Sendable {
             }
         } catch {
             if state == .established {
-                Log.shared.error("closing the connection to \(peerDescription): \(error)")
+                OscarLog.shared.error("closing the connection to \(peerDescription): \(error)")
             } else {
                 transport.handshakeFailures.note(
                     "closing the connection from \(socketPeer) before its handshake: \(error)")
@@ -299,7 +299,7 @@ package final class Connection: @unchecked Sendable {
     func retire() {
         guard state == .established, !isRetired else { return }
         isRetired = true
-        Log.shared.debug("retiring a duplicate connection to \(peerDescription)")
+        OscarLog.shared.debug("retiring a duplicate connection to \(peerDescription)")
         handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
             self?.close("duplicate connection (simultaneous connect)", flushFirst: true)
         }

@@ -4,19 +4,16 @@ import OscarBase
 import OscarCBOR
 import OscarRuntime
 
-/// Counters a node keeps for /metrics; atomic, so any loop may count.
+/// Counters a node keeps for /metrics and the application's metrics handler;
+/// atomic, so any loop may count.
 package final class NodeStats: Sendable {
-    package init() {}
+    /// The application's handler, if it installed one; fixed at start, so
+    /// counting reads no lock.
+    private let handler: (any OscarMetrics.Handler)?
 
-    package enum Counter {
-        case framesIn, framesOut, asksPending, gossipRounds
-        /// Handshakes that failed on a wrong MAC: someone without the secret.
-        case authenticationFailures
-        /// Connections closed on arrival because a limit was reached.
-        case connectionsRefused
-        /// Connections closed because the peer stopped reading.
-        case peersCutOff
-    }
+    package init(handler: (any OscarMetrics.Handler)? = nil) { self.handler = handler }
+
+    package typealias Counter = OscarMetrics.Counter
 
     private let framesIn = Atomic<Int>(0)
     private let framesOut = Atomic<Int>(0)
@@ -40,6 +37,7 @@ package final class NodeStats: Sendable {
 
     package func add(_ counter: Counter, _ n: Int = 1) {
         self.counter(counter) { _ = $0.wrappingAdd(n, ordering: .relaxed) }
+        handler?.add(n, to: counter)
     }
 
     package func value(_ counter: Counter) -> Int {

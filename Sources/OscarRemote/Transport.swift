@@ -57,13 +57,13 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     /// Log lines about what unauthenticated peers cause, at most about one
     /// a second each (see `ThrottledLog`).
     private(set) lazy var refusals = ThrottledLog(loop: ioLoop, what: "connections refused") {
-        Log.shared.warning($0)
+        OscarLog.shared.warning($0)
     }
     private(set) lazy var handshakeFailures = ThrottledLog(loop: ioLoop, what: "failed handshakes") {
-        Log.shared.warning($0)
+        OscarLog.shared.warning($0)
     }
     private(set) lazy var droppedReplies = ThrottledLog(loop: ioLoop, what: "replies dropped") {
-        Log.shared.warning($0)
+        OscarLog.shared.warning($0)
     }
 
     package init(

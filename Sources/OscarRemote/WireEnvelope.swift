@@ -4,7 +4,7 @@ import OscarCBOR
 import OscarRuntime
 
 /// What a frame carries: its first byte.
-public enum WireKind: UInt8, Sendable {
+package enum WireKind: UInt8, Sendable {
     case tell = 1
     case ask = 2
     case reply = 3
@@ -29,7 +29,7 @@ public enum WireKind: UInt8, Sendable {
 /// Why binary and not CBOR: the receiver decodes only this header on its hot
 /// path (where to deliver, which reaction decodes the payload), and fixed
 /// fields parse without any allocation.
-public struct WireEnvelope {
+package struct WireEnvelope {
     public static let hasSender: UInt8 = 1
 
     public var kind: WireKind
@@ -115,7 +115,7 @@ public struct WireEnvelope {
 
 /// Why bytes from a peer are not a valid frame. The connection that sent them
 /// is closed with this reason logged; the node runs on.
-public enum WireError: Error, Hashable, CustomStringConvertible {
+package enum WireError: Error, Hashable, CustomStringConvertible {
     case frameTooLarge(Int, limit: Int)
     case malformedFrame(String)
     case unknownKind(UInt8)

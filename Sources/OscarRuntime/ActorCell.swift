@@ -272,7 +272,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
             switch supervisor.onFailure(at: .nanoseconds(Int64(clamping: MonotonicTime.now()))) {
             case .resume: break
             case .stop:
-                Log.shared.warning(
+                OscarLog.shared.warning(
                     supervisor.strategy == .stop
                         ? "\(address): stopping after a failed reaction (supervision: stop)"
                         : "\(address): stopping after a failed reaction: its restart limit is spent (supervision: \(supervisor.strategy))"
@@ -333,7 +333,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
             finishStop()
             return
         }
-        Log.shared.warning("\(address): restarting in \(delay) after a failed reaction (supervision: restart)")
+        OscarLog.shared.warning("\(address): restarting in \(delay) after a failed reaction (supervision: restart)")
         restartTimer = loop.scheduleTimer(after: delay) { [weak self] in self?.finishRestart() }
     }
 
@@ -375,7 +375,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         if let reply {
             reply.fail(.handlerFailed(String(describing: error)))
         } else {
-            Log.shared.warning("\(address): reaction to \(manifest) threw \(error)")
+            OscarLog.shared.warning("\(address): reaction to \(manifest) threw \(error)")
         }
     }
 

@@ -19,7 +19,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Sends a message one way: at most once, FIFO per sender. Never blocks.
     public func tell<M: Message>(_ message: M) {
         guard let target else {
-            Log.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
+            OscarLog.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
             return
         }
         target.deliver(message, reply: nil)
@@ -39,7 +39,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Asks with a message known only by its manifest and CBOR value (the
     /// CLI's path: JSON in, JSON out). The recipient decodes it with its own
     /// reaction for that manifest, exactly as if a typed message had been sent.
-    public func ask(
+    package func ask(
         manifest: String, value: CBORValue, timeout: Duration = .seconds(5)
     ) async throws(AskError)
         -> CBORValue
@@ -61,7 +61,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     /// Tells a message known only by its manifest and CBOR value.
-    public func tell(manifest: String, value: CBORValue) {
+    package func tell(manifest: String, value: CBORValue) {
         guard let target else { return }
         let payload = value.cbor
         var m = manifest
@@ -94,7 +94,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
 
 extension CodingUserInfoKey {
     /// The `ActorSystem` that refs decoded with this user info resolve against.
-    public static let oscarActorSystem = CodingUserInfoKey(rawValue: "oscar.actorSystem")!
+    package static let oscarActorSystem = CodingUserInfoKey(rawValue: "oscar.actorSystem")!
 }
 
 /// Delivered to a watcher when an actor it watches stops.

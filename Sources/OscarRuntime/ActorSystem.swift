@@ -25,11 +25,15 @@ public final class ActorSystem: Sendable {
         public var mailboxCapacity: Int
         /// This node's identity; a process that does not listen keeps port 0.
         public var node: NodeAddress
-        /// After work, how long a loop polls before blocking (see `EventLoop`).
+        /// After work, how long a loop polls before blocking: trades a core's
+        /// idle time for latency. Default zero.
         public var spinBeforeBlock: Duration
 
+        /// One loop per online core.
+        public static var defaultLoopCount: Int { EventLoopGroup.defaultLoopCount }
+
         public init(
-            name: String = "oscar", loopCount: Int = EventLoopGroup.defaultLoopCount,
+            name: String = "oscar", loopCount: Int = Settings.defaultLoopCount,
             mailboxCapacity: Int = 262_144, node: NodeAddress = .local(), spinBeforeBlock: Duration = .zero
         ) {
             self.name = name
@@ -56,7 +60,7 @@ public final class ActorSystem: Sendable {
 
     public let settings: Settings
     public let services: ServiceLocator
-    public let loops: EventLoopGroup
+    package let loops: EventLoopGroup
     public var node: NodeAddress { settings.node }
 
     private struct Registry {
@@ -118,7 +122,7 @@ public final class ActorSystem: Sendable {
         if EventLoop.current == nil {
             shutdown()
         } else {
-            Log.shared.error(
+            OscarLog.shared.error(
                 "ActorSystem \(settings.name) released on a loop thread without shutdown(); its loops leak")
         }
     }
@@ -353,7 +357,7 @@ public final class ActorSystem: Sendable {
         let n = deadLetterCount.wrappingAdd(1, ordering: .relaxed).newValue
         // The first few, then one in ten thousand: a flood must not flood the log.
         if n <= 10 || n % 10_000 == 0 {
-            Log.shared.info("dead letter #\(n): \(manifest) to \(address): \(reason)")
+            OscarLog.shared.info("dead letter #\(n): \(manifest) to \(address): \(reason)")
         }
     }
 

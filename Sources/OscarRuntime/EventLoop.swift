@@ -15,7 +15,7 @@ import OscarCBOR
 /// `@unchecked Sendable`: the mutable state below is loop-confined; the only
 /// cross-thread entry points are `execute`/`submit` (through the locked inbox)
 /// and `shutdown`.
-public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
+package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Position of this loop in its group.
     public let index: Int
     /// Runs Swift actors on this loop: give it as their `unownedExecutor`.

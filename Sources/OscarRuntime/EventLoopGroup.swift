@@ -6,7 +6,7 @@ import OscarCBOR
 
 /// The loops of one node. Actors are spread across them round-robin unless
 /// placed explicitly.
-public final class EventLoopGroup: Sendable {
+package final class EventLoopGroup: Sendable {
     public let loops: [EventLoop]
     private let nextIndex = Atomic<Int>(0)
 

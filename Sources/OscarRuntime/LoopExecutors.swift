@@ -42,7 +42,7 @@ enum AfterShutdown {
 /// Runs a Swift actor's jobs on a loop, so that the actor's code and the loop's
 /// I/O callbacks share one thread and can call each other synchronously
 /// (`assumeIsolated`).
-public final class LoopSerialExecutor: SerialExecutor {
+package final class LoopSerialExecutor: SerialExecutor {
     private let reference: LoopReference
 
     init(_ reference: LoopReference) {
@@ -68,7 +68,7 @@ public final class LoopSerialExecutor: SerialExecutor {
 
 /// Runs tasks that prefer this loop (`Task(executorPreference:)`), such as the
 /// bodies of asynchronous reactions.
-public final class LoopTaskExecutor: TaskExecutor {
+package final class LoopTaskExecutor: TaskExecutor {
     private let reference: LoopReference
 
     init(_ reference: LoopReference) {

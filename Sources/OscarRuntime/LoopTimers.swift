@@ -18,7 +18,7 @@ package protocol TimerEntry: AnyObject {
 }
 
 /// A cancellable one-shot timer with a closure body.
-public final class LoopTimer: TimerEntry {
+package final class LoopTimer: TimerEntry {
     package var timerDeadline: UInt64 = 0
     package var timerSlot = -1
     private var body: (() -> Void)?

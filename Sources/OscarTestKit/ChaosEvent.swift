@@ -72,11 +72,11 @@ public struct ChaosEvent: Codable, Sendable, Equatable {
     public var stream: UInt64?
 
     public init(
-        t: UInt64 = MonotonicTime.now(), node: String, kind: Kind, uid: UInt64? = nil, op: Int? = nil,
+        t: UInt64? = nil, node: String, kind: Kind, uid: UInt64? = nil, op: Int? = nil,
         target: String? = nil, seq: UInt64? = nil, members: [String]? = nil, pid: Int32? = nil, value: Int? = nil,
         detail: String? = nil, stream: UInt64? = nil
     ) {
-        self.t = t
+        self.t = t ?? MonotonicTime.now()  // nil: now
         self.node = node
         self.kind = kind
         self.uid = uid

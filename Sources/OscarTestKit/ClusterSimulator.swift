@@ -20,7 +20,7 @@ public struct ClusterSimulator {
         public var loss: Double = 0
         /// Seconds between a node's ticks (heartbeat and gossip period).
         public var tickInterval: Double = 0.5
-        public var core = MembershipCore.Settings()
+        package var core = MembershipCore.Settings()
         /// The seed (node 0) starts this much later than the others, which
         /// wait for it.
         public var seedStartDelay: Double = 0
@@ -54,7 +54,7 @@ public struct ClusterSimulator {
 
     public let settings: Settings
     private let core: MembershipCore
-    public private(set) var states: [MembershipCore.State]
+    package private(set) var states: [MembershipCore.State]
     public private(set) var now: Double = 0
     public private(set) var killed: Set<Int> = []
     /// Fraction of messages dropped from now on (starts at `settings.loss`).
@@ -108,7 +108,7 @@ public struct ClusterSimulator {
     }
 
     /// Node `i`'s current view.
-    public func view(_ i: Int) -> Gossip { states[i].gossip }
+    package func view(_ i: Int) -> Gossip { states[i].gossip }
 
     public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
 

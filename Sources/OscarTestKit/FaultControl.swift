@@ -19,7 +19,7 @@ final class FaultControl: Reactor {
         r.on(
             FaultCommand.self,
             result: { me, command in
-                if command != .status { Log.shared.info("fault gate: \(command)") }
+                if command != .status { OscarLog.shared.info("fault gate: \(command)") }
                 return me.gate.apply(command)
             })
     }

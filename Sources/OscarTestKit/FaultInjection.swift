@@ -19,7 +19,7 @@ extension ClusterNode.Settings {
             node.addManagementRoute("/faults") { request, secret in
                 switch FaultEndpoint.command(request, secret: secret) {
                 case .success(let command):
-                    Log.shared.info("fault gate: \(command) (through the management endpoint)")
+                    OscarLog.shared.info("fault gate: \(command) (through the management endpoint)")
                     return FaultEndpoint.status(gate.apply(command))
                 case .failure(let refusal): return refusal.response
                 }
@@ -38,7 +38,7 @@ extension ClusterNode {
 public enum FaultEndpoint {
     /// The fault command in a `POST /faults`, if it is signed with `secret`;
     /// otherwise the response that refuses it.
-    public static func command(
+    package static func command(
         _ request: ManagementRoutes.Request, secret: [UInt8]
     ) -> Result<FaultCommand, ManagementRoutes.Refusal> {
         guard request.method == "POST" else {
@@ -57,7 +57,7 @@ public enum FaultEndpoint {
     }
 
     /// The gate's state after a command, as JSON.
-    public static func status(_ status: FaultStatus) -> ManagementRoutes.Response {
+    package static func status(_ status: FaultStatus) -> ManagementRoutes.Response {
         let rules = status.rules.map { JSONBridge.quote("\($0)") }.joined(separator: ",")
         return ManagementRoutes.Response(
             status: 200, contentType: "application/json",

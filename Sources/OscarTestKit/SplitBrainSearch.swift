@@ -55,7 +55,7 @@ public struct SplitBrainSearch: Sendable {
         public var downed: Int
     }
 
-    public var settings = MembershipCore.Settings()
+    package var settings = MembershipCore.Settings()
     /// Virtual seconds of quiet after the last fault, checked like the rest.
     public var quietTail: Double = 40
     /// How long a group must have been connected and quiet before downing

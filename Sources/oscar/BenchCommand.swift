@@ -26,7 +26,7 @@ enum BenchCommand {
         case "pool":
             let count = try args.int("count", default: 200_000, range: 64...100_000_000)
             try args.rejectUnknownOptions()
-            Log.shared.level = .error
+            OscarLog.shared.level = .error
             try await report { try await PoolBenchmark.run(total: count) }
             try await report {
                 try await PoolBenchmark.run(total: count, routing: .roundRobin, label: "round_robin")
@@ -60,7 +60,7 @@ enum BenchCommand {
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
-            Log.shared.level = .error  // node A leaving at the end is expected
+            OscarLog.shared.level = .error  // node A leaving at the end is expected
             do {
                 try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin) { print("PORT \($0)") }
             } catch {
@@ -109,7 +109,7 @@ enum BenchCommand {
     static func remote(
         _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false
     ) async throws(CLIError) {
-        Log.shared.level = .error
+        OscarLog.shared.level = .error
         if port != 0 {
             try await report {
                 try await RemoteBenchmark.run(

@@ -53,7 +53,7 @@ enum ChaosCommand {
         let netns = args.has("netns")
         try args.rejectUnknownOptions()
         if netns { try NetnsChaos.requireAvailable() }
-        Log.shared.level = .off
+        OscarLog.shared.level = .off
         let run = try ChaosRun(
             nodes: nodes, duration: duration, seed: seed, faults: faults, dir: dir, netns: netns,
             title: "oscar chaos — \(scenarioName.map { "scenario \($0), " } ?? "")\(nodes) nodes, "

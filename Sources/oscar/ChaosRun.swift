@@ -125,7 +125,7 @@ final class ChaosRun {
         healedAt = nil
         if let took = await awaitConvergence(within: bound) {
             record(.converged, node: "cluster", value: Int(took.nanoseconds / 1_000_000))
-            print("converged \(String(format1: took.seconds)) s after the final heal")
+            print("converged \(String(format1: took.inSeconds)) s after the final heal")
         } else {
             record(.converged, node: "cluster", detail: "not within \(DurationText.format(bound)): \(laggards())")
         }
@@ -445,10 +445,10 @@ final class ChaosRun {
     private var lastProgress = -1
 
     private func progress(elapsed: Duration) {
-        let seconds = Int(elapsed.seconds)
+        let seconds = Int(elapsed.inSeconds)
         let live = nodes.filter { $0.pid != nil && !$0.paused }.count
         let line =
-            "chaos \(seconds)/\(Int(duration.seconds)) s · nodes running \(live)/\(nodes.count) · faults \(faultsSoFar) · now: \(current)"
+            "chaos \(seconds)/\(Int(duration.inSeconds)) s · nodes running \(live)/\(nodes.count) · faults \(faultsSoFar) · now: \(current)"
         if interactive {
             FileStream.standardError.write("\r\u{1B}[K" + line)
         } else if seconds / 10 != lastProgress / 10 {

@@ -147,7 +147,7 @@ enum ClusterCommand {
                     } ?? 0
                 if up == running.count { upEverywhere += 1 } else if laggard == nil { laggard = node }
             }
-            let elapsed = (clock.now - start).seconds
+            let elapsed = (clock.now - start).inSeconds
             let line = "… \(upEverywhere)/\(running.count) nodes see the whole cluster up"
             if line != lastLine {
                 FileStream.standardError.write("\(line) (\(Int(elapsed)) s)\n")
@@ -311,7 +311,7 @@ enum ClusterCommand {
         init(dir: String) throws(CLIError) {
             let secret = try ClusterSecret.read(
                 file: ClusterSecret.file(inClusterDirectory: dir), from: "the cluster directory")
-            Log.shared.level = .off
+            OscarLog.shared.level = .off
             do {
                 node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
             } catch {

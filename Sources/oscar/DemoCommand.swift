@@ -36,7 +36,7 @@ enum DemoCommand {
     }
 
     static func micros(_ d: Duration) -> String {
-        let us = d.seconds * 1e6
+        let us = d.inSeconds * 1e6
         return us < 1000 ? "\(Int(us.rounded())) µs" : "\(Int((us / 1000).rounded())) ms"
     }
 }

@@ -82,7 +82,7 @@ enum NetworkCommands {
         {
             throw .failed("the supervisor (pid \(supervisor)) has gone; not starting")
         }
-        Log.shared.level = config.logLevel
+        OscarLog.shared.level = config.logLevel
         let node: ClusterNode
         do {
             var settings = config.clusterSettings(secret: secret)
@@ -99,7 +99,7 @@ enum NetworkCommands {
             throw .failed("\(error)")
         }
         let (seeds, loops) = (config.seeds, config.loops)
-        Log.shared.setPrefix("[\(node.address)]")
+        OscarLog.shared.setPrefix("[\(node.address)]")
         print(
             "oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loop\(loops == 1 ? "" : "s"))"
         )
@@ -121,7 +121,7 @@ enum NetworkCommands {
         let workload = chaos?.start(on: greeter.0)
         node.onRemoved { reason in
             chaos?.recorder.record(.removed, detail: reason)
-            Log.shared.warning("leaving the cluster: \(reason)")
+            OscarLog.shared.warning("leaving the cluster: \(reason)")
             wake.yield(.removed)
         }
         // SIGHUP too: a closed terminal or a service manager's stop must
@@ -132,7 +132,7 @@ enum NetworkCommands {
         if case .signal(let signal) = await iterator.next() {
             // A signal is a graceful leave: leaving, exiting, removed, so the
             // others never see this node unreachable. Bounded: 10 s at most.
-            Log.shared.info("received \(NodeSupervisor.signalName(signal)); leaving the cluster")
+            OscarLog.shared.info("received \(NodeSupervisor.signalName(signal)); leaving the cluster")
             node.leave()
             let bound = Task {
                 try? await Task.sleep(for: .seconds(10))
@@ -194,7 +194,7 @@ enum NetworkCommands {
         let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
         let secret = try secret(&args)
         try args.rejectUnknownOptions()
-        Log.shared.level = .off
+        OscarLog.shared.level = .off
         do {
             return (try ClusterNode(settings: .init(secret: secret, loopCount: 1)), target)
         } catch {
@@ -244,7 +244,7 @@ enum NetworkCommands {
         let secret = try secret(&args)
         try args.rejectUnknownOptions()
         // A one-shot client: its own connection events are not news.
-        Log.shared.level = .off
+        OscarLog.shared.level = .off
         let node: ClusterNode
         do {
             node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))

@@ -150,7 +150,7 @@ enum NodeSupervisor {
             default: break
             }
             say(
-                "the node \(describe(ending)) after \(String(format1: ran.seconds)) s"
+                "the node \(describe(ending)) after \(String(format1: ran.inSeconds)) s"
                     + (tail.isEmpty
                         ? "" : "; its last \(tail.count) lines:\n" + tail.map { "  | \($0)" }.joined(separator: "\n")))
             guard case .restart(let delay) = supervisor.onFailure(at: clock.now - origin) else {

@@ -28,10 +28,10 @@ enum SimulateCommand {
             let start = clock.now
             reports.append(
                 SimulationReport.run(nodes: n, seed: seed, window: window) { line in
-                    let elapsed = (clock.now - start).seconds
+                    let elapsed = (clock.now - start).inSeconds
                     FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")
                 })
-            FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).seconds)) s of real time\n")
+            FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).inSeconds)) s of real time\n")
         }
         print(table(reports))
     }
@@ -70,7 +70,7 @@ enum SimulateCommand {
             if let v = outcome.violation {
                 FileStream.standardError.write("✗ seed \(outcome.seed) (\(outcome.nodes) nodes): \(v)\n")
             } else if n % step == 0 {
-                FileStream.standardError.write("… \(n)/\(count)  [\(Int((clock.now - start).seconds)) s]\n")
+                FileStream.standardError.write("… \(n)/\(count)  [\(Int((clock.now - start).inSeconds)) s]\n")
             }
         }
         let failed = outcomes.filter { $0.violation != nil }
@@ -89,7 +89,7 @@ enum SimulateCommand {
         }
         let downed = outcomes.map(\.downed).reduce(0, +)
         print(
-            "\(count) schedules, \(failed.count) failed, \(downed) members downed in all; \(Int((clock.now - start).seconds)) s"
+            "\(count) schedules, \(failed.count) failed, \(downed) members downed in all; \(Int((clock.now - start).inSeconds)) s"
         )
         if !failed.isEmpty { throw .failed("\(failed.count) schedules broke a property") }
     }

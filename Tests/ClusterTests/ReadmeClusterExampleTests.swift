@@ -1,22 +1,37 @@
 import Foundation
 import Oscar
-import OscarDemo
-import OscarTestKit
 import Testing
 
-/// The README's ClusterNode snippet, compiled here (not run: it uses fixed ports).
-func readmeClusterExample(secret: String) async throws {
+// The README's first example's message and actor, as an application has them.
+private struct Greet: Message {
+    typealias Reply = String
+    var name: String
+}
+
+private final class Greeter: Reactor {
+    static func reactions(_ r: inout Reactions<Greeter>) {
+        r.on(Greet.self, result: { _, m in "Hello, \(m.name)!" })
+    }
+}
+
+/// The README's two-node snippet, compiled and run here.
+private func readmeClusterExample() async throws -> String {
     // README-CLUSTER-BEGIN
-    let node = try ClusterNode(settings: .init(port: 7001, secret: secret)) { Demo.declare(in: &$0) }
-    let remote = node.system.ref("oscar://127.0.0.1:7002/user/echo")!
-    let reply = try await remote.ask(Demo.Echo(text: "hi"), timeout: .seconds(2))
-    print(reply.text, "from", reply.node)
-    node.shutdown()
+    let secret = "a-long-cluster-secret"  // 16 bytes at least; `oscar secret` makes one
+    let a = try ClusterNode(settings: .init(secret: secret)) { $0.singleton("greeter") { Greeter() } }
+    let b = try ClusterNode(settings: .init(secret: secret, seeds: [a.address]))
+    defer { [b, a].forEach { $0.shutdown() } }
+    let greeter = b.system.ref("oscar://\(a.address)/user/greeter")!  // a ref on b to an actor on a
+    return try await greeter.ask(Greet(name: "Grace"), timeout: .seconds(5))  // over TCP, answered on a
     // README-CLUSTER-END
 }
 
 @Suite(.timeLimit(.minutes(5))) struct ReadmeClusterExampleTests {
-    @Test func theReadmeShowsTheCompiledClusterSnippet() throws {
+    @Test func theReadmesTwoNodeExampleRuns() async throws {
+        #expect(try await readmeClusterExample() == "Hello, Grace!")
+    }
+
+    @Test func theReadmeShowsTheTestedClusterSnippet() throws {
         let source = try String(contentsOfFile: #filePath, encoding: .utf8)
         let root = #filePath.components(separatedBy: "/Tests/")[0]
         let readme = try String(contentsOfFile: root + "/README.md", encoding: .utf8)

@@ -50,7 +50,7 @@ import Testing
     /// A silent in-process client node, to read the real nodes' views
     /// without launching a process per poll.
     static let client: ClusterNode? = {
-        Log.shared.level = .error
+        OscarLog.shared.level = .error
         return try? ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 1))
     }()
 

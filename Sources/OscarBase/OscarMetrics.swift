@@ -1,0 +1,41 @@
+/// The counters a cluster node keeps (the same figures its `/metrics` page
+/// shows), pushed to a handler an application installs as they change
+/// (`ClusterNode.Settings.metrics`). Shaped like swift-metrics'
+/// `CounterHandler`, so an application that uses swift-metrics bridges it in
+/// a few lines:
+///
+/// ```swift
+/// struct SwiftMetricsBridge: OscarMetrics.Handler {
+///     let counters = Dictionary(uniqueKeysWithValues: OscarMetrics.Counter.allCases.map {
+///         ($0, Metrics.Counter(label: "oscar_\($0)"))
+///     })
+///     func add(_ delta: Int, to counter: OscarMetrics.Counter) {
+///         if delta > 0 { counters[counter]?.increment(by: delta) }
+///     }
+/// }
+/// ```
+///
+/// Without a handler nothing is pushed: counting costs one atomic add, as
+/// before.
+public enum OscarMetrics {
+    public enum Counter: String, Sendable, CaseIterable, Hashable {
+        case framesIn, framesOut
+        /// Asks waiting for a reply from another node: it goes down as well
+        /// as up (a gauge).
+        case asksPending
+        case gossipRounds
+        /// Handshakes that failed on a wrong MAC: someone without the secret.
+        case authenticationFailures
+        /// Connections closed on arrival because a limit was reached.
+        case connectionsRefused
+        /// Connections closed because the peer stopped reading.
+        case peersCutOff
+    }
+
+    /// Receives every change of every counter of one node. Called on the
+    /// thread that counts (often an event loop, once per frame): it must be
+    /// cheap and must not block.
+    public protocol Handler: Sendable {
+        func add(_ delta: Int, to counter: Counter)
+    }
+}

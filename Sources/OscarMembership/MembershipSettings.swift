@@ -1,0 +1,49 @@
+import OscarBase
+
+/// How a node's membership detects failures, gossips and resolves a
+/// partition (`ClusterNode.Settings.membership`). Times are in seconds.
+public struct MembershipSettings: Sendable, Hashable {
+    /// How a partition is resolved. Default `.keepMajority`.
+    public enum Downing: Sendable, Hashable {
+        /// After `stableAfter`, a side holding a majority of the members
+        /// that were up, agreed on by every member of that side, downs
+        /// the others; any other node downs itself. A tie goes to the
+        /// side holding the lowest address. (`KeepMajority` has the rule.)
+        case keepMajority
+        /// Members are downed only by an operator (`.down`).
+        case manual
+    }
+
+    public var failureDetector = FailureDetectorSettings()
+    /// Unreachable this long (without change) before downing acts.
+    /// Default 5 s.
+    public var stableAfter: Double = 5
+    /// How much longer than `stableAfter` the unreachable set may keep
+    /// changing, or this side stay unconverged, before the node decides
+    /// anyway: a consistent majority downs the members unreachable for
+    /// at least `stableAfter`; any other node downs itself. Default 4 s.
+    public var decideWhenUnstableAfter: Double = 4
+    /// How long a downed member stays in the membership before the
+    /// leader removes it (and a singleton may move). It covers the time
+    /// the downed side may still take to down itself: at most
+    /// `decideWhenUnstableAfter` plus the detectors' skew. Default 8 s.
+    public var removalMargin: Double = 8
+    /// A node that finds it did not tick for this long (it was frozen:
+    /// SIGSTOP, a stalled machine) downs itself on its next tick; nil,
+    /// the default, means `removalMargin`. Longer than that is unsafe:
+    /// the others may have removed it before it could down itself.
+    public var frozenLimit: Double?
+    public var downing = Downing.keepMajority
+    /// Members gossiped to per tick. Default 1.
+    public var gossipFanout = 1
+    /// How long the first seed waits, after the last other seed asked
+    /// it to join (so is in no cluster either), before it forms a new
+    /// cluster; it forms one only once every seed has. The wait lets a
+    /// cluster that lives on without its seeds invite them, or, cut off
+    /// as a minority, down itself (`stableAfter` +
+    /// `decideWhenUnstableAfter` + detection) before a second cluster
+    /// can start. Default 12 s.
+    public var firstSeedTimeout: Double = 12
+
+    public init() {}
+}
