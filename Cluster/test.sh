@@ -52,6 +52,11 @@ echo "== swift test"
 bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \
   --skip ChaosRunTests --skip SplitBrainSearchTests --skip SplitBrainProcessTests
 
+# The documentation: the DocC catalog and the public API, from the modules
+# the build above made (no second build); a broken symbol link fails it.
+echo "== documentation (Cluster/scripts/docc.sh)"
+bounded "documentation" 600 Cluster/scripts/docc.sh
+
 # The split-brain search keeps both cores busy for about half a minute:
 # alone, so the timing bounds of the other tests keep their margin.
 echo "== split-brain search on the simulator (a CI slice of oscar simulate --search)"
