@@ -156,7 +156,7 @@ extension ActorRef {
     /// value (`null` for a function that returns nothing). Generic functions
     /// cannot be called this way. An error the function throws comes back as
     /// `RemoteCallError`.
-    public func call(
+    package func call(
         _ function: String, arguments: [CBORValue], timeout: Duration = .seconds(5)
     ) async throws
         -> CBORValue

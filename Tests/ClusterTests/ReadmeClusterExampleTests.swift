@@ -2,33 +2,36 @@ import Foundation
 import Oscar
 import Testing
 
-// The README's first example's message and actor, as an application has them.
-private struct Greet: Message {
-    typealias Reply = String
-    var name: String
-}
-
-private final class Greeter: Reactor {
-    static func reactions(_ r: inout Reactions<Greeter>) {
-        r.on(Greet.self, result: { _, m in "Hello, \(m.name)!" })
+/// The README's first example's message and actor, as an application has
+/// them (nested, so they shadow this test module's own `Greeter`), and its
+/// two-node snippet, compiled and run here.
+private enum ReadmeCluster {
+    struct Greet: Message {
+        typealias Reply = String
+        var name: String
     }
-}
 
-/// The README's two-node snippet, compiled and run here.
-private func readmeClusterExample() async throws -> String {
-    // README-CLUSTER-BEGIN
-    let secret = "a-long-cluster-secret"  // 16 bytes at least; `oscar secret` makes one
-    let a = try ClusterNode(settings: .init(secret: secret)) { $0.singleton("greeter") { Greeter() } }
-    let b = try ClusterNode(settings: .init(secret: secret, seeds: [a.address]))
-    defer { [b, a].forEach { $0.shutdown() } }
-    let greeter = b.system.ref("oscar://\(a.address)/user/greeter")!  // a ref on b to an actor on a
-    return try await greeter.ask(Greet(name: "Grace"), timeout: .seconds(5))  // over TCP, answered on a
-    // README-CLUSTER-END
+    final class Greeter: Reactor {
+        static func reactions(_ r: inout Reactions<Greeter>) {
+            r.on(Greet.self, result: { _, m in "Hello, \(m.name)!" })
+        }
+    }
+
+    static func example() async throws -> String {
+        // README-CLUSTER-BEGIN
+        let secret = "a-long-cluster-secret"  // 16 bytes at least; `oscar secret` makes one
+        let a = try ClusterNode(settings: .init(secret: secret)) { $0.singleton("greeter") { Greeter() } }
+        let b = try ClusterNode(settings: .init(secret: secret, seeds: [a.address]))
+        defer { [b, a].forEach { $0.shutdown() } }
+        let greeter = b.system.ref("oscar://\(a.address)/user/greeter")!  // a ref on b to an actor on a
+        return try await greeter.ask(Greet(name: "Grace"), timeout: .seconds(5))  // over TCP, answered on a
+        // README-CLUSTER-END
+    }
 }
 
 @Suite(.timeLimit(.minutes(5))) struct ReadmeClusterExampleTests {
     @Test func theReadmesTwoNodeExampleRuns() async throws {
-        #expect(try await readmeClusterExample() == "Hello, Grace!")
+        #expect(try await ReadmeCluster.example() == "Hello, Grace!")
     }
 
     @Test func theReadmeShowsTheTestedClusterSnippet() throws {
@@ -36,8 +39,8 @@ private func readmeClusterExample() async throws -> String {
         let root = #filePath.components(separatedBy: "/Tests/")[0]
         let readme = try String(contentsOfFile: root + "/README.md", encoding: .utf8)
         let begin = try #require(source.range(of: "// README-CLUSTER-BEGIN\n"))
-        let end = try #require(source.range(of: "    // README-CLUSTER-END"))
-        let snippet = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(4) }
+        let end = try #require(source.range(of: "        // README-CLUSTER-END"))
+        let snippet = source[begin.upperBound..<end.lowerBound].split(separator: "\n").map { $0.dropFirst(8) }
             .joined(separator: "\n")
         #expect(readme.contains("```swift\n" + snippet + "\n```"))
     }
