@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// N real `MembershipCore`s on virtual time and a virtual network: per-message
 /// latency with jitter, loss, partitions and killed nodes, all from one seed,
@@ -244,8 +244,7 @@ public struct ClusterSimulator {
     private mutating func apply(_ action: MembershipCore.Action, to i: Int) {
         if case .join = action { started.insert(i) }
         guard started.contains(i) else { return }  // not running yet: messages to it are lost
-        states[i] = core.reduce(state: states[i], action: action)
-        for directive in states[i].outbox {
+        for directive in core.reduce(&states[i], action) {
             switch directive {
             case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip):

@@ -1,15 +1,15 @@
+import Oscar
 import Testing
 
-import Oscar
 @testable import OscarBase
 @testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
 @testable import OscarDemo
+@testable import OscarDistributed
+@testable import OscarMembership
+@testable import OscarRemote
+@testable import OscarRuntime
+@testable import OscarTestKit
 
 /// A few `MembershipCore`s driven by hand: a message is delivered at once,
 /// unless the test has cut its link; time moves only when the test ticks.
@@ -98,11 +98,11 @@ struct HandDrivenCluster {
     }
 
     private mutating func apply(_ action: MembershipCore.Action, to uid: UInt64) {
-        guard isRunning(uid), let state = states[uid] else { return }
-        let next = core.reduce(state: state, action: action)
-        states[uid] = next
-        let me = next.me
-        for directive in next.outbox {
+        guard isRunning(uid), var state = states[uid] else { return }
+        let directives = core.reduce(&state, action)
+        states[uid] = state
+        let me = state.me
+        for directive in directives {
             switch directive {
             case .sendJoin(let to, let member): send(from: uid, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip): send(from: uid, to: to, .gossip(gossip, from: me.node))
