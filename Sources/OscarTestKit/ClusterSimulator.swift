@@ -8,7 +8,9 @@ import OscarRuntime
 
 /// N real `MembershipCore`s on virtual time and a virtual network: per-message
 /// latency with jitter, loss, partitions and killed nodes, all from one seed,
-/// so a run replays exactly. No threads, sockets or clocks.
+/// so a run replays exactly. No threads, sockets or clocks. Each node's
+/// state is reduced in place with the same `reduce` the cluster node's
+/// `Engine` applies, and its directives are performed as the shell does.
 public struct ClusterSimulator {
     public struct Settings: Sendable {
         public var nodes: Int
