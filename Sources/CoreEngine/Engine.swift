@@ -55,7 +55,8 @@ public final class Engine<C: Core>: Sendable {
     public var state: C.State { guarded.withLock { $0.state } }
 
     /// Reads the current state under the engine's lock, without copying it:
-    /// for a caller that needs a part of a large state.
+    /// for a caller that needs a part of a large state. `body` must not call
+    /// back into the engine (the lock is not reentrant).
     public func withState<R>(_ body: (C.State) -> R) -> R {
         guarded.withLock { body($0.state) }
     }
