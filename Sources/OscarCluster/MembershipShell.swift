@@ -1,15 +1,20 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// The I/O half of membership: an actor at `/system/membership` on every node.
-/// It owns the `MembershipCore` state, feeds it ticks, and performs its
-/// directives by telling the membership actors of other nodes, through the
-/// same transport as every other message. It decides nothing itself.
+/// It runs the `MembershipCore` in a CoreEngine `Engine`, feeds it ticks, and
+/// performs the directives each action returns by telling the membership
+/// actors of other nodes, through the same transport as every other message.
+/// It decides nothing itself.
+///
+/// It drives the engine with `send`, on its own loop: directives are
+/// performed right there, in order, with no hop to another executor per
+/// tick or heartbeat.
 final class MembershipShell: Reactor {
     package static let path = "/system/membership"
 
@@ -51,8 +56,7 @@ final class MembershipShell: Reactor {
 
     typealias Snapshot = MembershipSnapshot
 
-    private let core: MembershipCore
-    private var state: MembershipCore.State
+    private let engine: Engine<MembershipCore>
     private let seeds: [NodeAddress]
     private let tickInterval: Duration
     private let events: ClusterEventHub
@@ -66,8 +70,8 @@ final class MembershipShell: Reactor {
         me: NodeAddress, roles: Set<String>, seeds: [NodeAddress], settings: MembershipCore.Settings,
         tickInterval: Duration, events: ClusterEventHub, stats: NodeStats
     ) {
-        core = MembershipCore(settings: settings)
-        state = MembershipCore.State(me: me, roles: roles, seed: me.uid)
+        engine = Engine(
+            MembershipCore(settings: settings), state: MembershipCore.State(me: me, roles: roles, seed: me.uid))
         self.seeds = seeds
         self.tickInterval = tickInterval
         self.events = events
@@ -96,9 +100,10 @@ final class MembershipShell: Reactor {
         r.on(
             Down.self,
             result: { me, m in
+                let endpoint = NodeAddress(host: m.host, port: m.port)
                 guard
-                    let member = me.state.gossip.current.first(where: {
-                        $0.node.hasEndpoint(of: NodeAddress(host: m.host, port: m.port))
+                    let member = me.engine.withState({ s in
+                        s.gossip.current.first(where: { $0.node.hasEndpoint(of: endpoint) })
                     })
                 else { return false }
                 me.apply(.down(member.uid))
@@ -107,9 +112,11 @@ final class MembershipShell: Reactor {
         r.on(
             GetMembers.self,
             result: { me, _ in
-                MembershipSnapshot(
-                    members: me.state.gossip.current, unreachable: me.state.gossip.unreachable,
-                    leader: me.state.gossip.leader?.node, observer: me.state.me.node)
+                me.engine.withState { s in
+                    MembershipSnapshot(
+                        members: s.gossip.current, unreachable: s.gossip.unreachable,
+                        leader: s.gossip.leader?.node, observer: s.me.node)
+                }
             })
     }
 
@@ -139,20 +146,22 @@ final class MembershipShell: Reactor {
     private var placeable: [UInt64] = []
 
     private func apply(_ action: MembershipCore.Action) {
-        state = core.reduce(state: state, action: action)
-        let gossip = state.gossip
-        let nowPlaceable = gossip.current.filter { $0.status == .up && !gossip.unreachable.contains($0.uid) }
+        let directives = engine.send(action)
+        let (nowPlaceable, me) = engine.withState { s in
+            let gossip = s.gossip
+            return (gossip.current.filter { $0.status == .up && !gossip.unreachable.contains($0.uid) }, s.me)
+        }
         if nowPlaceable.map(\.uid) != placeable {
             placeable = nowPlaceable.map(\.uid)
             events.publishPlaceable(nowPlaceable)
         }
         guard let context else { return }
-        for directive in state.outbox {
+        for directive in directives {
             switch directive {
             case .sendJoin(let to, let member): send(.join(member), to: to, context)
-            case .sendGossip(let to, let gossip): send(.gossip(gossip, from: state.me.node), to: to, context)
-            case .sendHeartbeatRequest(let to): send(.heartbeatRequest(state.me.node), to: to, context)
-            case .sendHeartbeat(let to): send(.heartbeat(state.me.uid), to: to, context)
+            case .sendGossip(let to, let gossip): send(.gossip(gossip, from: me.node), to: to, context)
+            case .sendHeartbeatRequest(let to): send(.heartbeatRequest(me.node), to: to, context)
+            case .sendHeartbeat(let to): send(.heartbeat(me.uid), to: to, context)
             case .publish(let event):
                 OscarLog.shared.info("cluster: \(event)")
                 switch event {
@@ -226,7 +235,9 @@ final class ClusterEventHub: Sendable {
     /// Calls `body` with every event, in order, on the membership's loop,
     /// before subscribers see it: for parts of the node (cluster pools) that
     /// must follow membership without a task of their own.
-    package func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) { state.withLock { $0.listeners.append(body) } }
+    package func listen(_ body: @escaping @Sendable (ClusterEvent) -> Void) {
+        state.withLock { $0.listeners.append(body) }
+    }
 
     package func finish() {
         let all = state.withLock { s -> [AsyncStream<ClusterEvent>.Continuation] in

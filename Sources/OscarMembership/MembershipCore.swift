@@ -2,9 +2,10 @@ import CoreEngine
 import OscarBase
 
 /// Cluster membership as a pure reducer (a CoreEngine `Core`): join requests,
-/// gossip, heartbeats and clock ticks go in; the new state comes out with the
-/// directives the shell must perform (send gossip or heartbeats, publish
-/// events, shut this node down) in its `outbox`.
+/// gossip, heartbeats and clock ticks go in; the state changes in place and
+/// `reduce` returns the directives the shell must perform (send gossip or
+/// heartbeats, publish events, shut this node down), in order. The cluster
+/// node runs it in an `Engine` on the membership actor's loop.
 ///
 /// Nothing here reads a clock, a socket or a global random generator: time
 /// arrives with `.tick`, randomness from a seed in the state. The simulator
@@ -46,8 +47,6 @@ package struct MembershipCore: Core {
         public var me: Member
         public var gossip = Gossip()
         public var now: Double = 0
-        /// Directives produced by the last actions, for the shell to perform.
-        public var outbox: [Directive] = []
         package var seeds: [NodeAddress] = []
         var detectors: [UInt64: PhiAccrualDetector] = [:]
         /// When the set of unreachable members last changed (downing waits
@@ -116,43 +115,47 @@ package struct MembershipCore: Core {
     public init(settings: Settings = Settings()) { self.settings = settings }
 
     /// Up → leaving, gossiped at once to more members than a round does.
-    private func startLeaving(_ s: inout State) {
+    private func startLeaving(_ s: inout State, _ out: inout [Directive]) {
         guard var me = s.gossip.members[s.me.uid], me.status.canMove(to: .leaving), me.status != .leaving else {
             return
         }
         s.leaveWhenUp = false
         me.status = .leaving
         s.gossip.update(me, by: s.me.uid)
-        gossip(&s, count: settings.gossipFanout + 1)
+        gossip(&s, &out, count: settings.gossipFanout + 1)
     }
 
-    public func reduce(state: State, action: Action) -> State {
-        var s = state
-        s.outbox = []
-        guard !s.stopped else { return s }
+    /// Effects are `Directive`s; every action is taken (an action that makes
+    /// no sense in this state changes nothing).
+    public typealias Effect = Directive
+
+    public func reduce(_ s: inout State, _ action: Action) -> [Directive] {
+        var out: [Directive] = []
+        guard !s.stopped else { return out }
         // Heartbeats are most of the traffic and never change the gossip:
         // handle them without diffing the state.
         switch action {
         case .heartbeatRequest(let watcher):
-            s.outbox.append(.sendHeartbeat(to: watcher))
+            out.append(.sendHeartbeat(to: watcher))
             // A member this view has downed or removed still asks: it was
             // frozen or cut off when the news went round, and nobody gossips
             // to it any more. Tell it, so it stops before its removal can
             // let a singleton start elsewhere.
             if let status = s.gossip.members[watcher.uid]?.status, status == .down || status == .removed {
-                s.outbox.append(.sendGossip(to: watcher, s.gossip))
+                out.append(.sendGossip(to: watcher, s.gossip))
             }
-            return s
+            return out
         case .heartbeat(let uid):
             // Only from members this node watches (the tick starts watching).
             s.detectors[uid]?.heartbeat(at: s.now)
-            return s
+            return out
         default: break
         }
         let before = s.gossip
         switch action {
         case .join(let seeds):
-            let isMe = { (n: NodeAddress) in n.hasEndpoint(of: s.me.node) }
+            let myNode = s.me.node
+            let isMe = { (n: NodeAddress) in n.hasEndpoint(of: myNode) }
             s.seeds = seeds.filter { !isMe($0) }
             s.gossip.update(s.me, by: s.me.uid)
             if let first = seeds.first, isMe(first), !s.seeds.isEmpty {
@@ -166,7 +169,7 @@ package struct MembershipCore: Core {
                 me.upNumber = 1
                 s.gossip.update(me, by: me.uid)
             } else {
-                s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
+                out += s.seeds.map { .sendJoin(to: $0, s.me) }
             }
         case .joinRequest(let member):
             // Only a member of a cluster lets others in: two nodes that are
@@ -190,14 +193,14 @@ package struct MembershipCore: Core {
                     s.gossip.update(old, by: s.me.uid)
                 }
                 s.gossip.update(member, by: s.me.uid)
-                s.outbox.append(.sendGossip(to: member.node, s.gossip))
+                out.append(.sendGossip(to: member.node, s.gossip))
             }
         case .gossip(let received, let sender):
             // A member takes gossip only about its own cluster: a state that
             // does not name it comes from another cluster (the seeds'
             // invitation below, or a second cluster's leader) and is not
             // merged, so two clusters never blend into one view.
-            guard !s.admitted || received.members[s.me.uid] != nil else { return s }
+            guard !s.admitted || received.members[s.me.uid] != nil else { return out }
             if received.members[sender.uid]?.status == .exiting { s.exited.insert(sender.uid) }
             s.gossip = s.gossip.merged(with: received)
             s.gossip.markSeen(by: s.me.uid)
@@ -206,7 +209,7 @@ package struct MembershipCore: Core {
             // leader without waiting for a random gossip to reach it. One
             // exchange settles it (the second merge changes nothing).
             if s.gossip.version != received.version || !received.hasSeen(s.me.uid) {
-                s.outbox.append(.sendGossip(to: sender, s.gossip))
+                out.append(.sendGossip(to: sender, s.gossip))
             }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
             if noteSettled(&s) { noteDowned(&s) }
@@ -223,21 +226,21 @@ package struct MembershipCore: Core {
                 // out and down itself. It cannot tell, so it goes now.
                 downSelf(&s)
             } else {
-                tick(&s)
+                tick(&s, &out)
             }
             s.lastTickAt = now
         case .leave:
             if s.myStatus == .joining { s.leaveWhenUp = true }
-            startLeaving(&s)
+            startLeaving(&s, &out)
         case .down(let uid):
             if var m = s.gossip.members[uid], m.status.canMove(to: .down), m.status != .down {
                 m.status = .down
                 s.gossip.update(m, by: s.me.uid)
             }
         }
-        if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s) }
-        announceConvergence(&s)
-        s.outbox += ClusterEvent.diff(from: before, to: s.gossip).map { .publish($0) }
+        if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s, &out) }
+        announceConvergence(&s, &out)
+        out += ClusterEvent.diff(from: before, to: s.gossip).map { .publish($0) }
         // Down or removed: out. Exiting: the leader removes this node without
         // waiting for it, so a graceful leave ends here.
         if s.myStatus == .removed || s.myStatus == .down || s.myStatus == .exiting {
@@ -248,12 +251,12 @@ package struct MembershipCore: Core {
                 // it as a voter, even if the leader that would remove it
                 // fails next.
                 for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
-                    s.outbox.append(.sendGossip(to: m.node, s.gossip))
+                    out.append(.sendGossip(to: m.node, s.gossip))
                 }
             }
-            s.outbox.append(.shutDown(reason: "this node is \(s.myStatus) in the cluster's view"))
+            out.append(.shutDown(reason: "this node is \(s.myStatus) in the cluster's view"))
         }
-        return s
+        return out
     }
 
     // MARK: - Each tick
@@ -278,11 +281,11 @@ package struct MembershipCore: Core {
         return out
     }
 
-    private func tick(_ s: inout State) {
+    private func tick(_ s: inout State, _ out: inout [Directive]) {
         let others = Self.monitored(by: s.me.uid, in: s.gossip.current)
         // Request/response: whoever this node watches answers it, whatever
         // its own view of who watches whom (views differ while nodes join).
-        s.outbox += others.map { .sendHeartbeatRequest(to: $0.node) }
+        out += others.map { .sendHeartbeatRequest(to: $0.node) }
         // Still joining and nobody answered: ask the seeds again, or, as the
         // first seed after its timeout, form the cluster.
         if !s.admitted, let at = s.formClusterAt, s.now >= at, s.gossip.current.count == 1,
@@ -295,13 +298,13 @@ package struct MembershipCore: Core {
             me.upNumber = 1
             s.gossip.update(me, by: me.uid)
         } else if s.myStatus == .joining, s.gossip.current.count == 1 {
-            s.outbox += s.seeds.map { .sendJoin(to: $0, s.me) }
+            out += s.seeds.map { .sendJoin(to: $0, s.me) }
         }
         detect(&s, others)
-        gossip(&s, count: settings.gossipFanout)
+        gossip(&s, &out, count: settings.gossipFanout)
         if s.admitted, s.gossip.leader?.uid == s.me.uid {
-            leaderActions(&s)
-            inviteSeeds(&s)
+            leaderActions(&s, &out)
+            inviteSeeds(&s, &out)
         }
         downing(&s)
     }
@@ -353,13 +356,13 @@ package struct MembershipCore: Core {
     /// seen it (nobody unreachable): they learn at once which members are
     /// settled (`KeepMajority`) instead of a gossip round or two later, so a
     /// partition right after a join finds the new member counted.
-    private func announceConvergence(_ s: inout State) {
+    private func announceConvergence(_ s: inout State, _ out: inout [Directive]) {
         guard s.admitted, s.gossip.leader?.uid == s.me.uid, s.announced != s.gossip.version,
             s.gossip.unreachable.isEmpty, s.gossip.isConverged
         else { return }
         s.announced = s.gossip.version
         for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
-            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+            out.append(.sendGossip(to: m.node, s.gossip))
         }
         noteSettled(&s)
         noteDowned(&s)
@@ -391,7 +394,7 @@ package struct MembershipCore: Core {
     /// "seen" would never flow back. Another observer's verdict does not
     /// stop this node from trying: after a heal every member may be flagged
     /// by someone, and only gossip can carry the withdrawals.
-    private func gossip(_ s: inout State, count: Int) {
+    private func gossip(_ s: inout State, _ out: inout [Directive], count: Int) {
         let g = s.gossip
         let me = s.me.uid
         let mine = g.reachability.observers[me]?.unreachable ?? []
@@ -414,7 +417,7 @@ package struct MembershipCore: Core {
             var pick = Int(nextRandom(&s) % UInt64(poolSize))
             for i in g.current.indices where eligible(i) && !(onlyUnseen && g.seenFlags[i]) {
                 if pick == 0 {
-                    s.outbox.append(.sendGossip(to: g.current[i].node, g))
+                    out.append(.sendGossip(to: g.current[i].node, g))
                     break
                 }
                 pick -= 1
@@ -427,7 +430,7 @@ package struct MembershipCore: Core {
     /// promoted or let go: the voters downing counts stay as every side
     /// knows them. A downed member is removed only `removalMargin` after
     /// this node saw it down, by which time it has downed itself.
-    private func leaderActions(_ s: inout State) {
+    private func leaderActions(_ s: inout State, _ out: inout [Directive]) {
         guard s.gossip.isConverged else { return }
         var nextUp = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
@@ -449,11 +452,11 @@ package struct MembershipCore: Core {
             }
             changed = s.gossip.update(m, by: s.me.uid) || changed
         }
-        if changed { gossip(&s, count: settings.gossipFanout + 1) }
+        if changed { gossip(&s, &out, count: settings.gossipFanout + 1) }
         // Gossip no longer goes to exiting members, so tell them directly:
         // seeing itself exiting is what lets a leaving node stop.
         for m in s.gossip.current where m.status == .exiting && m.uid != s.me.uid {
-            s.outbox.append(.sendGossip(to: m.node, s.gossip))
+            out.append(.sendGossip(to: m.node, s.gossip))
         }
     }
 
@@ -461,7 +464,7 @@ package struct MembershipCore: Core {
     /// members, every other second: a seed restarted while the cluster
     /// lives on (on nodes that are not seeds) learns of it and joins,
     /// instead of forming a second cluster with the other seeds.
-    private func inviteSeeds(_ s: inout State) {
+    private func inviteSeeds(_ s: inout State, _ out: inout [Directive]) {
         // Only a healthy cluster invites: a minority that is about to down
         // itself would draw the seeds into a cluster that then vanishes,
         // leaving them joined to nothing.
@@ -471,7 +474,7 @@ package struct MembershipCore: Core {
         where !s.gossip.current.contains(where: {
             $0.status != .down && s.gossip.isReachable($0.uid) && $0.node.hasEndpoint(of: seed)
         }) {
-            s.outbox.append(.sendGossip(to: seed, s.gossip))
+            out.append(.sendGossip(to: seed, s.gossip))
         }
     }
 

@@ -1,14 +1,16 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// N real `MembershipCore`s on virtual time and a virtual network: per-message
 /// latency with jitter, loss, partitions and killed nodes, all from one seed,
-/// so a run replays exactly. No threads, sockets or clocks.
+/// so a run replays exactly. No threads, sockets or clocks. Each node's
+/// state is reduced in place with the same `reduce` the cluster node's
+/// `Engine` applies, and its directives are performed as the shell does.
 public struct ClusterSimulator {
     public struct Settings: Sendable {
         public var nodes: Int
@@ -244,8 +246,7 @@ public struct ClusterSimulator {
     private mutating func apply(_ action: MembershipCore.Action, to i: Int) {
         if case .join = action { started.insert(i) }
         guard started.contains(i) else { return }  // not running yet: messages to it are lost
-        states[i] = core.reduce(state: states[i], action: action)
-        for directive in states[i].outbox {
+        for directive in core.reduce(&states[i], action) {
             switch directive {
             case .sendJoin(let to, let member): send(from: i, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip):

@@ -1,15 +1,16 @@
+import CoreEngine
+import Oscar
 import Testing
 
-import Oscar
 @testable import OscarBase
 @testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
 @testable import OscarDemo
+@testable import OscarDistributed
+@testable import OscarMembership
+@testable import OscarRemote
+@testable import OscarRuntime
+@testable import OscarTestKit
 
 /// A few `MembershipCore`s driven by hand: a message is delivered at once,
 /// unless the test has cut its link; time moves only when the test ticks.
@@ -26,6 +27,9 @@ struct HandDrivenCluster {
     /// Links (from, to) that drop every message.
     private var cut: Set<[UInt64]> = []
     private var inFlight: [(to: UInt64, action: MembershipCore.Action)] = []
+    /// Every action each node applied and the directives it returned, in
+    /// order: a run to replay elsewhere.
+    private(set) var log: [(uid: UInt64, action: MembershipCore.Action, directives: [MembershipCore.Directive])] = []
 
     static func address(_ uid: UInt64) -> NodeAddress { NodeAddress(host: "10.0.0.1", port: 7000 + Int(uid), uid: uid) }
 
@@ -98,11 +102,12 @@ struct HandDrivenCluster {
     }
 
     private mutating func apply(_ action: MembershipCore.Action, to uid: UInt64) {
-        guard isRunning(uid), let state = states[uid] else { return }
-        let next = core.reduce(state: state, action: action)
-        states[uid] = next
-        let me = next.me
-        for directive in next.outbox {
+        guard isRunning(uid), var state = states[uid] else { return }
+        let directives = core.reduce(&state, action)
+        states[uid] = state
+        log.append((uid, action, directives))
+        let me = state.me
+        for directive in directives {
             switch directive {
             case .sendJoin(let to, let member): send(from: uid, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip): send(from: uid, to: to, .gossip(gossip, from: me.node))
@@ -285,6 +290,30 @@ struct HandDrivenCluster {
             limit: c.core.settings.removalMargin + 10)
         #expect(held12)
         #expect(c.sees(2, all: [1, 2], are: .up))
+    }
+
+    /// The cluster node runs the core in an `Engine`; the simulator and these
+    /// tests call `reduce`. Replaying a whole run (forming, a partition, a
+    /// minority downing itself, removal) through one engine per node gives
+    /// the same directives at every step and the same final views.
+    @Test func anEngineRunsTheSameReduceAsTheTestsAndTheSimulator() {
+        var c = Cluster.formed(5)
+        c.cut([4, 5], from: [1, 2, 3])
+        _ = c.tick(
+            until: { c in [1, 2, 3].allSatisfy { c.sees($0, all: [4, 5], are: .removed) } },
+            limit: c.core.settings.stableAfter + c.core.settings.removalMargin + 20)
+        let engines = Dictionary(
+            uniqueKeysWithValues: (1...5 as ClosedRange<UInt64>).map { uid in
+                (uid, Engine(c.core, state: MembershipCore.State(me: Cluster.address(uid), seed: uid)))
+            })
+        var mismatches = 0
+        for step in c.log where engines[step.uid]!.send(step.action) != step.directives { mismatches += 1 }
+        #expect(c.log.count > 500)
+        #expect(mismatches == 0)
+        for uid in 1...5 as ClosedRange<UInt64> {
+            #expect(engines[uid]!.withState { $0.gossip } == c.view(uid))
+        }
+        #expect(engines[4]!.withState { $0.stopped } && engines[5]!.withState { $0.stopped })
     }
 
     @Test func aMinorityDownsItselfAndTheMajorityKeepsGoing() {
