@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs Oscar's W1-W4 (../shared/bench/README.md) RUNS times each, fresh
+# Runs Oscar's W1-W4 (docs/BENCHMARKS.md) RUNS times each, fresh
 # processes every time, and prints the median of every figure as
 # `oscar metric value unit`, like the peers' run.sh. Extra arguments go to
 # `oscar bench` (for example --spin 0). AWAKE=1 keeps the vCPUs from halting

@@ -8,7 +8,7 @@ import OscarDistributed
 import OscarTestKit
 
 /// The workloads' one small message: an integer and a 16-byte string
-/// (`../shared/bench/README.md`, "Payload").
+/// (docs/BENCHMARKS.md, "The workloads").
 public struct Payload: Message {
     public var i: Int64
     public var s: String

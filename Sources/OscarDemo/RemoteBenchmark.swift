@@ -8,7 +8,7 @@ import OscarCluster
 import OscarDistributed
 import OscarTestKit
 
-/// Workloads W1–W3 (`../shared/bench/README.md`): node A (this process) talks
+/// Workloads W1–W3 (docs/BENCHMARKS.md): node A (this process) talks
 /// to the server actor on node B (another process) over TCP on 127.0.0.1.
 ///
 /// Both nodes run one loop: the connection and the actors share it, so a

@@ -3,7 +3,7 @@ import Oscar
 import OscarDemo
 import OscarTestKit
 
-/// `oscar bench`: the shared workloads (`../shared/bench/README.md`), printing
+/// `oscar bench`: the workloads W1–W4 (docs/BENCHMARKS.md), printing
 /// the peers' `name metric value unit` lines.
 ///
 /// W1–W3 use two processes: this one is node A (the client); node B is a
