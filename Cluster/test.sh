@@ -47,6 +47,7 @@ bounded "build" 900 swift build --build-tests -Xswiftc -warnings-as-errors
 echo "== architecture and API checks"
 bounded "dependency matrix" 60 python3 Cluster/scripts/dependency-matrix.py --check docs/ARCHITECTURE.md
 bounded "public API" 60 Cluster/scripts/public-api.sh --check
+bounded "default product" 60 python3 Cluster/scripts/product-closure.py
 
 echo "== swift test"
 bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \
