@@ -4,7 +4,6 @@ import OscarCBOR
 import OscarRuntime
 import OscarRemote
 import OscarMembership
-import CoreEngine
 
 /// What one management client may hold or send. The endpoint is for
 /// operators and scripts, so these bounds are far above what they need and

@@ -3,7 +3,6 @@ import OscarCBOR
 import OscarRuntime
 import OscarRemote
 import OscarMembership
-import CoreEngine
 
 /// A consistent-hash ring: keys map to members so that the mapping stays put
 /// while the members do, and only about 1/N of keys move when a member joins

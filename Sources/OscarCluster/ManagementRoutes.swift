@@ -4,7 +4,6 @@ import OscarCBOR
 import OscarRuntime
 import OscarRemote
 import OscarMembership
-import CoreEngine
 
 /// The management endpoint's pages, as pure functions of a snapshot: the
 /// HTTP shell parses requests and writes responses, nothing else.

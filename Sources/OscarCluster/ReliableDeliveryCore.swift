@@ -3,7 +3,6 @@ import OscarCBOR
 import OscarRuntime
 import OscarRemote
 import OscarMembership
-import CoreEngine
 
 /// Reliable delivery between one producer and one consumer, as two pure
 /// state machines: sequence numbers, cumulative acknowledgements, resends,

@@ -4,7 +4,6 @@ import OscarCBOR
 import OscarRuntime
 import OscarRemote
 import OscarMembership
-import CoreEngine
 
 /// The reply target a cluster pool puts between an asker and a routee: it
 /// counts the ask as in flight to that routee until an outcome arrives (the

@@ -1,9 +1,6 @@
 import Synchronization
-import OscarBase
 import OscarCBOR
 import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 
 /// Mangled type names, both ways, cached: the runtime's mangler and

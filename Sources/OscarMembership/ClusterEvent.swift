@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// A change in membership, as one node sees it.
 public enum ClusterEvent: Sendable, Hashable, CustomStringConvertible {

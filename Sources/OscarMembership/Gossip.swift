@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// What a node knows of the cluster, and what nodes gossip to each other:
 /// the members (removed ones kept as tombstones, so they cannot come back),

@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// Keep-majority downing, as one pure decision over a node's view: which
 /// side this node is on, and whether that side may down the other, must

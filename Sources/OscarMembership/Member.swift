@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// Where a member is in its life in the cluster.
 ///

@@ -1,6 +1,5 @@
 import Foundation
 import OscarBase
-import CoreEngine
 
 /// The phi accrual failure detector (Hayashibara et al., 2004), as a pure
 /// value: heartbeats in, a suspicion level out, time passed in by the caller.

@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// Who sees whom as unreachable: each observer's own records, versioned by
 /// that observer. Merging keeps, per observer, the record set with the higher

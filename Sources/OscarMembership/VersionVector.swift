@@ -1,5 +1,4 @@
 import OscarBase
-import CoreEngine
 
 /// How many changes each node has made to a gossip state: one counter per
 /// node, raised by that node alone whenever it changes the state itself.

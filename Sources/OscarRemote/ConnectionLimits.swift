@@ -1,8 +1,4 @@
 import Glibc
-import CLibUV
-import OscarBase
-import OscarCBOR
-import OscarRuntime
 
 /// How many connections a node keeps open, derived from its file-descriptor
 /// limit: a node that runs out of descriptors fails every new connection,

@@ -1,5 +1,4 @@
 import Foundation
-import CLibUV
 import OscarBase
 import OscarCBOR
 import OscarRuntime

@@ -1,6 +1,4 @@
-import CLibUV
 import OscarBase
-import OscarCBOR
 
 /// What an actor knows about its place in the system, handed to `started(_:)`.
 ///

@@ -1,6 +1,4 @@
-import CLibUV
 import OscarBase
-import OscarCBOR
 
 /// Declares the actors a system starts with, in Oscar's three provider kinds.
 ///

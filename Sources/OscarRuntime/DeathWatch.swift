@@ -1,6 +1,4 @@
-import CLibUV
 import OscarBase
-import OscarCBOR
 
 /// Death watch between nodes, one actor per node at `/system/deathwatch`.
 ///

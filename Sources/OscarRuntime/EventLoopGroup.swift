@@ -1,6 +1,5 @@
 import Glibc
 import Synchronization
-import CLibUV
 import OscarBase
 import OscarCBOR
 

@@ -1,5 +1,4 @@
 import Dispatch
-import CLibUV
 import OscarBase
 import OscarCBOR
 

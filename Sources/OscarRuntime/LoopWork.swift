@@ -1,6 +1,3 @@
-import CLibUV
-import OscarBase
-import OscarCBOR
 
 /// Something a loop runs on its own thread.
 ///

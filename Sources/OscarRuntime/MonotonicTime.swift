@@ -1,6 +1,4 @@
 import CLibUV
-import OscarBase
-import OscarCBOR
 
 /// The machine's monotonic clock in nanoseconds (`CLOCK_MONOTONIC`, which
 /// the loops' timers use too). One clock for every process on the host, so

@@ -1,5 +1,4 @@
 import Synchronization
-import CLibUV
 import OscarBase
 import OscarCBOR
 

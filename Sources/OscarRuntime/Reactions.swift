@@ -1,5 +1,4 @@
 import Glibc
-import CLibUV
 import OscarBase
 import OscarCBOR
 

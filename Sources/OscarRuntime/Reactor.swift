@@ -1,6 +1,3 @@
-import CLibUV
-import OscarBase
-import OscarCBOR
 
 /// An actor's behaviour: the reactions it has to each message type it accepts.
 ///

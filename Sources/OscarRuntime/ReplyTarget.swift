@@ -1,4 +1,3 @@
-import CLibUV
 import OscarBase
 import OscarCBOR
 

@@ -1,7 +1,4 @@
 import Synchronization
-import CLibUV
-import OscarBase
-import OscarCBOR
 
 /// Holds the non-actor services an application shares with its actors (a
 /// storage, a clock, an HTTP client), registered by type or by protocol.
