@@ -243,7 +243,7 @@ extension SystemTests {
         let system = ActorSystem(settings: .init(loopCount: 1))
         let held = try system.spawn("held") { HeldAtShutdown(gate: gate, freed: freed) }
         async let outcome: Done = held.ask(Hold(), timeout: .seconds(30))
-        #expect(await eventually(timeout: realTimeBound(.seconds(5))) { gate.waiting })
+        #expect(await eventually(timeout: realTimeBound(.seconds(30))) { gate.waiting })
         system.shutdown()
         gate.open()  // the loop is gone; the reaction must still be able to end
         _ = try? await outcome

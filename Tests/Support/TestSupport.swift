@@ -3,8 +3,11 @@ import Synchronization
 
 /// Waits until `condition` holds, checking every few milliseconds, for at most
 /// `timeout`. Returns whether it held: a condition with a deadline, not a sleep.
+/// The default deadline is long (30 s) because it only bounds a hang: a
+/// condition that holds returns at once, and a loaded 2-core machine has
+/// paused a whole test process for over 20 s.
 public func eventually(
-    timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool
+    timeout: Duration = .seconds(30), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
