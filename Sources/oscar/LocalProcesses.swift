@@ -3,8 +3,9 @@ import Glibc
 import OscarRuntime
 
 /// Node processes on this machine: started detached, found again by pid, and
-/// told apart from an unrelated process that reused the pid. The only file of
-/// the CLI that handles C pointers.
+/// told apart from an unrelated process that reused the pid. posix_spawn's C
+/// string arrays and pthread_create's context are handled here and nowhere
+/// else in the CLI.
 enum LocalProcesses {
     /// This executable's path, so children run the same build.
     static var executable: String {
