@@ -1,9 +1,9 @@
-import CLibUV
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// What one management client may hold or send. The endpoint is for
 /// operators and scripts, so these bounds are far above what they need and
@@ -51,23 +51,23 @@ public struct ManagementLimits: Sendable, Equatable {
 
 /// A minimal HTTP/1.1 server for the management endpoint, on the I/O loop:
 /// one request per connection (`Connection: close`), bounded by
-/// `ManagementLimits`. Routing is elsewhere (`ManagementRoutes`): this only
-/// speaks HTTP.
+/// `ManagementLimits`. Routing is elsewhere (`ManagementRoutes`), and the
+/// socket is the transport's (`StreamServer`): this only speaks HTTP.
 ///
-/// Invariant: `open` counts the connections this server accepted and has not
-/// closed, so at most `limits.maxConnections` descriptors are held for
-/// management clients. Everything below the initialiser is loop-confined.
-final class HTTPServer: @unchecked Sendable {
+/// The listener holds this server until it closes; this server refers to
+/// the listener weakly. At most `limits.maxConnections` descriptors are held
+/// for management clients (`StreamServer` counts them). Everything below the
+/// initialiser is loop-confined.
+final class HTTPServer: StreamServerDelegate, @unchecked Sendable {
     typealias Handler = @Sendable (ManagementRoutes.Request) async -> ManagementRoutes.Response
 
     package let loop: EventLoop
     package let port: Int
     let limits: ManagementLimits
     fileprivate let handler: Handler
-    private var listener: UnsafeMutablePointer<uv_tcp_t>?
+    private weak var listener: StreamServer?
 
     // MARK: - Loop-confined state
-    private var open = 0
     /// Refusals since the last log line, while `refusalLog` is pending.
     private var refusedUnlogged = 0
     private var refusalLog: LoopTimer?
@@ -78,72 +78,43 @@ final class HTTPServer: @unchecked Sendable {
         host: String, port: Int, limits: ManagementLimits = ManagementLimits(), loop: EventLoop,
         handler: @escaping Handler
     ) throws(TransportError) {
-        oscar_ignore_sigpipe()  // a client hanging up mid-response must not end the process
-        let (fd, actual) = try SocketAddress.listen(host: host, port: port)
+        let limits = limits.validated
+        // Over the limit a client is accepted (so it leaves the kernel's
+        // queue and costs nothing more), told 503 if the socket takes it at
+        // once, and closed.
+        let refusal = HTTPConnection.encode(
+            ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "too many management connections\n")
+        )
+        let server = try StreamServer(
+            host: host, port: port, maxConnections: limits.maxConnections, refusal: refusal,
+            name: "management endpoint", loop: loop)
         self.loop = loop
-        self.port = actual
-        self.limits = limits.validated
+        self.port = server.port
+        self.limits = limits
         self.handler = handler
-        loop.execute { [self] in
-            let tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
-            uv_tcp_init(loop.uvLoopPointer, tcp)
-            UVHandle.retainOwner(self, in: tcp)
-            if uv_tcp_open(tcp, uv_os_sock_t(fd)) == 0,
-                uv_listen(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self), 128, onHTTPConnection)
-                    == 0
-            {
-                listener = tcp
-            } else {
-                OscarLog.shared.error("management endpoint could not listen on port \(actual)")
-                UVHandle.close(tcp)
-            }
-        }
+        listener = server
+        server.start(delegate: self)
     }
 
     /// Stops listening (from any thread); open requests finish on their own.
-    package func close() {
-        loop.execute { [self] in
-            if let listener { UVHandle.close(listener) }
-            listener = nil
-        }
-    }
+    package func close() { listener?.close() }
 
-    fileprivate func accept(_ server: UnsafeMutablePointer<uv_stream_t>) {
-        guard open < limits.maxConnections else { return refuse(server) }
-        open += 1
-        HTTPConnection(server: self).accept(from: server)
-    }
-
-    /// A connection from `accept` has closed its handle.
-    fileprivate func connectionClosed() { open -= 1 }
-
-    /// Over the limit: accepts the connection (so it leaves the kernel's
-    /// queue and costs nothing more), says 503 if the socket takes it at
-    /// once, and closes it.
-    private func refuse(_ server: UnsafeMutablePointer<uv_stream_t>) {
-        let tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
-        uv_tcp_init(loop.uvLoopPointer, tcp)
-        let stream = UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
-        if uv_accept(server, stream) == 0 {
-            HTTPConnection.tryWrite(
-                ManagementRoutes.Response(
-                    status: 503, contentType: "text/plain", body: "too many management connections\n"),
-                to: stream)
-        }
-        UVHandle.close(tcp)
-        noteRefusal()
+    func accepted(_ connection: StreamConnection) {
+        connection.handler = HTTPConnection(server: self, stream: connection)
+        connection.setDeadline(after: limits.requestTimeout)
     }
 
     /// Logs the first refusal at once, then at most one line per
     /// `refusalLogInterval` with the count since, so a flood cannot flood
     /// the log.
-    private func noteRefusal() {
+    func refused() {
         if refusalLog?.isPending == true {
             refusedUnlogged += 1
             return
         }
         OscarLog.shared.warning(
-            "management endpoint: \(open) connections open, the limit; refusing new ones until some close")
+            "management endpoint: \(limits.maxConnections) connections open, the limit; refusing new ones until some close"
+        )
         armRefusalLog()
     }
 
@@ -162,8 +133,7 @@ final class HTTPServer: @unchecked Sendable {
     }
 }
 
-/// One HTTP request and its response. Its handle holds it until closed; the
-/// loop's timer heap holds it while its deadline is armed.
+/// One HTTP request and its response. Its stream holds it until closed.
 ///
 /// Life: reading (deadline: the request timeout from accept) → answering
 /// (no deadline: the handler's own timeouts bound it) → writing (deadline
@@ -171,7 +141,7 @@ final class HTTPServer: @unchecked Sendable {
 /// side is shut down and what the client still sends is read and dropped
 /// until it closes or the deadline passes, so the client reads the refusal
 /// rather than a reset.
-final class HTTPConnection: @unchecked Sendable, TimerEntry {
+final class HTTPConnection: StreamHandler, @unchecked Sendable {
     /// What the blank line ends: parsed once, when it arrives.
     private struct Head {
         var method: String
@@ -182,51 +152,27 @@ final class HTTPConnection: @unchecked Sendable, TimerEntry {
     }
 
     private let server: HTTPServer
-    private let tcp: UnsafeMutablePointer<uv_tcp_t>
+    /// Weak: the stream owns this request, not the other way round.
+    private weak var stream: StreamConnection?
     private var request: [UInt8] = []
     private var head: Head?
     /// Bytes of `request` already searched for the blank line.
     private var scanned = 0
     private var answered = false
     private var lingering = false
-    private var closed = false
-    /// libuv writes reads here; the bytes are copied into `request`, so no
-    /// array storage pointer escapes.
-    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 << 10, alignment: 1)
 
-    // MARK: - TimerEntry
-    var timerDeadline: UInt64 = 0
-    var timerSlot = -1
-
-    init(server: HTTPServer) {
+    init(server: HTTPServer, stream: StreamConnection) {
         self.server = server
-        tcp = UVHandle.allocate(uv_tcp_t.self, on: server.loop)
-        uv_tcp_init(server.loop.uvLoopPointer, tcp)
-        UVHandle.retainOwner(self, in: tcp)
-    }
-
-    deinit { scratch.deallocate() }
-
-    private var stream: UnsafeMutablePointer<uv_stream_t> {
-        UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
+        self.stream = stream
     }
 
     private var limits: ManagementLimits { server.limits }
 
-    func accept(from listener: UnsafeMutablePointer<uv_stream_t>) {
-        guard uv_accept(listener, stream) == 0 else { return finish() }
-        armDeadline()
-        uv_read_start(stream, onHTTPAlloc, onHTTPRead)
-    }
-
-    fileprivate func readRegion() -> UnsafeMutableRawBufferPointer { scratch }
-
     // MARK: - Reading
 
-    fileprivate func didRead(_ n: Int) {
-        guard n > 0 else { return finish() }  // end of stream or an error
+    func streamRead(_ bytes: [UInt8]) {
         guard !answered else { return }  // lingering after a refusal: dropped
-        request.append(contentsOf: scratch.prefix(n))
+        request.append(contentsOf: bytes)
         if head == nil {
             guard let end = blankLine() else {
                 if request.count >= limits.maxHeaderBytes { refuse(431, "request head over the limit") }
@@ -239,6 +185,9 @@ final class HTTPConnection: @unchecked Sendable, TimerEntry {
         guard let head, request.count >= head.bodyStart + head.bodyLength else { return }  // more body to come
         complete(head)
     }
+
+    /// End of stream or an error.
+    func streamEnded() { finish() }
 
     /// Where the head's closing CRLF CRLF starts, searching only bytes that
     /// arrived since the last search (and the three before them).
@@ -285,8 +234,8 @@ final class HTTPConnection: @unchecked Sendable, TimerEntry {
     /// The whole request is here: no deadline while the handler answers.
     private func complete(_ head: Head) {
         answered = true
-        server.loop.disarm(self)
-        uv_read_stop(stream)
+        stream?.clearDeadline()
+        stream?.stopReading()
         let parsed = ManagementRoutes.Request(
             method: head.method, path: head.path, headers: head.headers,
             body: Array(request[head.bodyStart..<(head.bodyStart + head.bodyLength)]))
@@ -311,43 +260,18 @@ final class HTTPConnection: @unchecked Sendable, TimerEntry {
     }
 
     private func respond(_ r: ManagementRoutes.Response, linger: Bool = false) {
-        guard !closed else { return }
+        guard let stream, !stream.isClosed else { return }
         answered = true
         lingering = linger
-        armDeadline()  // a client that does not read its response is dropped
-        let bytes = Self.encode(r)
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
-        bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
-        let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-        request.pointee.data = memory
-        var buf = uv_buf_init(memory.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
-        guard uv_write(request, stream, &buf, 1, onHTTPWritten) == 0 else {
-            memory.deallocate()
-            request.deallocate()
-            return finish()
-        }
-        guard linger else { return }
+        stream.setDeadline(after: limits.requestTimeout)  // a client that does not read its response is dropped
+        guard stream.write(Self.encode(r)) else { return finish() }
         // Sent once the response is written: the client sees the end.
-        let shutdown = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
-        if uv_shutdown(shutdown, stream, onHTTPShutdown) != 0 {
-            shutdown.deallocate()
-            finish()
-        }
+        if linger, !stream.shutdown() { finish() }
     }
 
-    /// A lingering connection closes when the client does (`didRead`).
-    fileprivate func written() {
+    /// A lingering connection closes when the client does (`streamEnded`).
+    func streamWrote() {
         if !lingering { finish() }
-    }
-
-    /// Writes what the socket takes at once, without queueing: for answers
-    /// given just before closing, which must not hold the connection open.
-    static func tryWrite(_ r: ManagementRoutes.Response, to stream: UnsafeMutablePointer<uv_stream_t>) {
-        var bytes = encode(r)
-        bytes.withUnsafeMutableBytes { raw in
-            var buf = uv_buf_init(raw.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(raw.count))
-            _ = uv_try_write(stream, &buf, 1)
-        }
     }
 
     package static func encode(_ r: ManagementRoutes.Response) -> [UInt8] {
@@ -365,67 +289,17 @@ final class HTTPConnection: @unchecked Sendable, TimerEntry {
 
     // MARK: - Deadline and close
 
-    private func armDeadline() {
-        let loop = server.loop
-        loop.disarm(self)
-        loop.arm(self, deadline: EventLoop.deadline(after: limits.requestTimeout))
-    }
-
-    func timerFired() {
+    func streamDeadlinePassed() {
         if !answered {
-            Self.tryWrite(
-                ManagementRoutes.Response(
-                    status: 408, contentType: "text/plain",
-                    body: "no complete request within \(limits.requestTimeout)\n"),
-                to: stream)
+            stream?.tryWrite(
+                Self.encode(
+                    ManagementRoutes.Response(
+                        status: 408, contentType: "text/plain",
+                        body: "no complete request within \(limits.requestTimeout)\n")))
         }
         finish()
     }
 
-    /// The loop is shutting down; it closes every handle itself.
-    func timerCancelled() {}
-
-    /// Closes the handle, once; its memory is freed in the close callback.
-    private func finish() {
-        guard !closed else { return }
-        closed = true
-        server.loop.disarm(self)
-        server.connectionClosed()
-        UVHandle.close(tcp)
-    }
-}
-
-// MARK: - C callbacks
-
-private func onHTTPConnection(_ server: UnsafeMutablePointer<uv_stream_t>?, _ status: Int32) {
-    guard status == 0, let server else { return }
-    UVHandle.owner(of: server, as: HTTPServer.self).accept(server)
-}
-
-private func onHTTPAlloc(
-    _ handle: UnsafeMutablePointer<uv_handle_t>?, _ suggested: Int, _ buf: UnsafeMutablePointer<uv_buf_t>?
-) {
-    let region = UVHandle.owner(of: handle, as: HTTPConnection.self).readRegion()
-    buf!.pointee = uv_buf_init(region.baseAddress!.assumingMemoryBound(to: CChar.self), UInt32(region.count))
-}
-
-private func onHTTPRead(_ stream: UnsafeMutablePointer<uv_stream_t>?, _ nread: Int, _ buf: UnsafePointer<uv_buf_t>?) {
-    if nread == 0 { return }
-    UVHandle.owner(of: stream, as: HTTPConnection.self).didRead(nread)
-}
-
-private func onHTTPWritten(_ request: UnsafeMutablePointer<uv_write_t>?, _ status: Int32) {
-    let stream = request!.pointee.handle!
-    request!.pointee.data.deallocate()
-    request!.deallocate()
-    let handle = UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)
-    guard uv_is_closing(handle) == 0 else { return }
-    UVHandle.owner(of: stream, as: HTTPConnection.self).written()
-}
-
-/// The write side is shut down (or the handle closed first): only the
-/// request is ours to free; the connection closes on the client's end of
-/// stream or its deadline.
-private func onHTTPShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ status: Int32) {
-    request?.deallocate()
+    /// Closes the stream, once; its memory is freed in libuv's close callback.
+    private func finish() { stream?.close() }
 }

@@ -1,12 +1,11 @@
-import CLibUV
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// Faults injected into this node's traffic at run time, for tests and
 /// chaos runs without root: blackholes to and from chosen peers, loss,
@@ -60,7 +59,7 @@ public final class FaultGate: FrameFilter, Sendable {
     /// The fate of one outbound frame of `bytes` to `peer`.
     package func outboundFate(to peer: NodeAddress, bytes: Int) -> FrameFate {
         guard active.load(ordering: .relaxed) else { return .pass }
-        return rules.withLock { $0.outboundFate(to: Self.key(peer), bytes: bytes, now: uv_hrtime()) }
+        return rules.withLock { $0.outboundFate(to: Self.key(peer), bytes: bytes, now: MonotonicTime.now()) }
     }
 
     /// True if a frame from `peer` must be dropped on arrival.

@@ -1,10 +1,11 @@
-import CLibUV
 import Dispatch
 import Glibc
+import OscarRuntime
 
 /// Node processes on this machine: started detached, found again by pid, and
-/// told apart from an unrelated process that reused the pid. The only file of
-/// the CLI that handles C pointers.
+/// told apart from an unrelated process that reused the pid. posix_spawn's C
+/// string arrays and pthread_create's context are handled here and nowhere
+/// else in the CLI.
 enum LocalProcesses {
     /// This executable's path, so children run the same build.
     static var executable: String {
@@ -28,25 +29,39 @@ enum LocalProcesses {
         var environment = ProcessInfoLite.environment
         for name in removing { environment[name] = nil }
         for (k, v) in extraEnvironment { environment[k] = v }
-        let command = launcher + [executable] + arguments
-        let argv = command.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
-        let rc = oscar_spawn_detached(command[0], argv, envp, log)
-        guard rc > 0 else { throw .failed("cannot start \(command[0]): \(String(cString: strerror(-rc)))") }
-        return rc
+        return try spawn(
+            launcher + [executable] + arguments, environment: environment, output: .file(log), detached: true)
     }
 
-    /// Starts `arguments` with this executable as a supervised child: stdin
-    /// from /dev/null, stdout and stderr into the descriptors `out` and
-    /// `err`, no other descriptor, the usual dispositions for SIGINT,
-    /// SIGTERM, SIGHUP and SIGPIPE, and its own process group, so a
-    /// terminal's Ctrl-C reaches only the supervisor, which forwards it once.
-    /// Returns the pid.
+    /// Starts `arguments` with this executable as a supervised child, stdout
+    /// and stderr into the descriptors `out` and `err`, in its own process
+    /// group, so a terminal's Ctrl-C reaches only the supervisor, which
+    /// forwards it once. Returns the pid.
     static func spawnChild(
         _ arguments: [String], environment: [String: String], stdout out: Int32, stderr err: Int32
     ) throws(CLIError) -> Int32 {
-        let command = [executable] + arguments
+        try spawn([executable] + arguments, environment: environment, output: .descriptors(out, err), detached: false)
+    }
+
+    /// Where a child's stdout and stderr go.
+    private enum Output {
+        /// Both appended to the file at this path, created if missing.
+        case file(String)
+        /// Onto these two descriptors of ours.
+        case descriptors(Int32, Int32)
+    }
+
+    /// Starts `command` (a path and its arguments) with exactly
+    /// `environment`: stdin from /dev/null, output as asked, no other
+    /// descriptor (a pipe our caller reads must not stay open in a node
+    /// that outlives us), no signal blocked, the usual dispositions for
+    /// SIGINT, SIGTERM, SIGHUP and SIGPIPE, and a session of its own when
+    /// `detached` (closing the terminal or ending the launching command
+    /// does not stop it), else a process group of its own. posix_spawn,
+    /// not fork: this process has threads. Returns the pid.
+    private static func spawn(
+        _ command: [String], environment: [String: String], output: Output, detached: Bool
+    ) throws(CLIError) -> pid_t {
         let argv = command.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
@@ -54,9 +69,15 @@ enum LocalProcesses {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, out, 1)
-        posix_spawn_file_actions_adddup2(&actions, err, 2)
-        posix_spawn_file_actions_addclosefrom_np(&actions, 3)
+        switch output {
+        case .file(let path):
+            posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        case .descriptors(let out, let err):
+            posix_spawn_file_actions_adddup2(&actions, out, 1)
+            posix_spawn_file_actions_adddup2(&actions, err, 2)
+        }
+        ProcessControl.closeDescriptors(from: 3, in: &actions)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -67,14 +88,23 @@ enum LocalProcesses {
         for s in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigmask(&attributes, &mask)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(
-            &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        if detached {
+            flags |= posixSpawnSetSID
+        } else {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= Int32(POSIX_SPAWN_SETPGROUP)
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, command[0], &actions, &attributes, argv, envp)
         guard rc == 0 else { throw .failed("cannot start \(command[0]): \(String(cString: strerror(rc)))") }
         return pid
     }
+
+    /// glibc's `POSIX_SPAWN_SETSID`, which Swift does not import (it is
+    /// declared only with `_GNU_SOURCE`).
+    private static let posixSpawnSetSID: Int32 = 0x80
 
     /// A pipe whose ends are closed on exec (the child gets its end by dup2).
     static func makePipe() throws(CLIError) -> (read: Int32, write: Int32) {
@@ -118,7 +148,7 @@ enum LocalProcesses {
     static func dieWithSupervisor(_ supervisor: Int32) -> Bool {
         let set = DispatchSemaphore(value: 0)
         onOwnThread {
-            oscar_set_parent_death_signal(SIGKILL)
+            ProcessControl.setParentDeathSignal(SIGKILL)
             set.signal()
             while true { pause() }
         }
@@ -130,12 +160,10 @@ enum LocalProcesses {
     /// discarded; its exit status.
     @discardableResult
     static func run(_ command: [String]) -> Int32 {
-        let argv = command.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        let envp = ProcessInfoLite.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
-        let pid = oscar_spawn_detached(command[0], argv, envp, "/dev/null")
-        guard pid > 0 else { return -1 }
+        guard
+            let pid = try? spawn(
+                command, environment: ProcessInfoLite.environment, output: .file("/dev/null"), detached: true)
+        else { return -1 }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1

@@ -1,7 +1,7 @@
-import CLibUV
 import Glibc
 import Oscar
 import OscarDemo
+import OscarRuntime
 import OscarTestKit
 
 /// `oscar`: thin by design. It parses arguments and prints; the work is in the
@@ -103,7 +103,7 @@ let usage = """
     an error); 3 timeout; 4 node unreachable or connection refused; 64 bad arguments.
     """
 
-oscar_stdout_line_buffered()
+ProcessControl.lineBufferStandardOutput()
 let raw = CommandLine.arguments.dropFirst()
 let command = raw.first ?? "help"
 
