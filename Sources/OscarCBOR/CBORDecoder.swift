@@ -486,21 +486,43 @@ package final class CBORDecoding: Decoder {
         }
 
         package func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key, SingleValue.bool) }
-        package func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key, SingleValue.string) }
-        package func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key, SingleValue.double) }
+        package func decode(_ type: String.Type, forKey key: Key) throws -> String {
+            try primitive(key, SingleValue.string)
+        }
+        package func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+            try primitive(key, SingleValue.double)
+        }
         package func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
             Float(try primitive(key, SingleValue.double))
         }
         package func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key, SingleValue.integer) }
-        package func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key, SingleValue.integer) }
+        package func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 {
+            try primitive(key, SingleValue.integer)
+        }
+        package func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 {
+            try primitive(key, SingleValue.integer)
+        }
 
         package func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
             let offset = try valueOffset(key)

@@ -1,10 +1,10 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// An actor system that is also a node on the network: it listens, and its
 /// refs reach actors on other nodes with the same `tell` and `ask`.
@@ -19,7 +19,8 @@ import CoreEngine
 /// ```
 /// A management route a layer above adds: the request and the cluster
 /// secret in, the response out.
-package typealias ManagementRoute = @Sendable (ManagementRoutes.Request, _ secret: [UInt8]) async -> ManagementRoutes.Response
+package typealias ManagementRoute =
+    @Sendable (ManagementRoutes.Request, _ secret: [UInt8]) async -> ManagementRoutes.Response
 
 /// A node of a cluster: one process's `ActorSystem` (its `system`), the
 /// transport that connects it to the other nodes, its membership, the
@@ -107,7 +108,8 @@ public final class ClusterNode: Sendable {
         public var identityHost: String { advertisedHost ?? host }
 
         public init(
-            host: String = "127.0.0.1", port: Int = 0, secret: String, loopCount: Int = ActorSystem.Settings.defaultLoopCount,
+            host: String = "127.0.0.1", port: Int = 0, secret: String,
+            loopCount: Int = ActorSystem.Settings.defaultLoopCount,
             mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
             name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
             roles: Set<String> = [], membership: MembershipSettings = .init(),

@@ -1,10 +1,10 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// How a cluster pool is laid out and routes. Every node that declares the
 /// pool (`ActorSystemBuilder.clusterPool`) with the same name takes part.
@@ -189,7 +189,9 @@ package final class ClusterPoolRouter: MessageTarget, SystemPart, @unchecked Sen
         send(excluding: nil, key: key, reply: reply, retry: retry) { $0.deliver(message, reply: $1) }
     }
 
-    package func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    package func deliverEncoded(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+    ) {
         if case .broadcast = settings.routing {
             broadcast(reply) { $0.deliverEncoded(manifest: manifest, payload: payload, reply: $1) }
             return

@@ -1,10 +1,10 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// Oscar's singleton provider, cluster-wide: at most one instance in the
 /// cluster, on the oldest up member, moved when that member leaves or is

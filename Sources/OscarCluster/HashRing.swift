@@ -1,8 +1,8 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// A consistent-hash ring: keys map to members so that the mapping stays put
 /// while the members do, and only about 1/N of keys move when a member joins

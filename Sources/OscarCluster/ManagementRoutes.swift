@@ -1,9 +1,9 @@
 import Glibc
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// The management endpoint's pages, as pure functions of a snapshot: the
 /// HTTP shell parses requests and writes responses, nothing else.

@@ -1,9 +1,9 @@
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
 
 /// A node's configuration, resolved from four sources in a fixed order:
 /// command-line flags, then `OSCAR_*` environment variables, then a JSON

@@ -1,10 +1,10 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// A typed name actors check in under: `ReceptionistKey<Work>("workers")`
 /// lists actors that take `Work`.

@@ -1,10 +1,10 @@
-import Synchronization
+import CoreEngine
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
-import CoreEngine
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// The wire messages between a reliable producer and its consumer.
 enum ReliableWire {
@@ -60,7 +60,8 @@ public final class ReliableConsumer<M: Message>: Reactor {
             } else if let decoder, let message = try? decoder.decode(M.self, from: envelope.payload) {
                 handle(message)
             } else {
-                OscarLog.shared.error("reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")
+                OscarLog.shared.error(
+                    "reliable consumer: message \(envelope.seq) does not decode as \(M.manifest); skipped")
             }
             for next in core.onProcessed(envelope.seq) { perform(next, producer: producer) }
         case .ack(let upTo, let stream):

@@ -1,8 +1,8 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// Reliable delivery between one producer and one consumer, as two pure
 /// state machines: sequence numbers, cumulative acknowledgements, resends,

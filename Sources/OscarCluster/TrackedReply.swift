@@ -1,9 +1,9 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
 import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// The reply target a cluster pool puts between an asker and a routee: it
 /// counts the ask as in flight to that routee until an outcome arrives (the

@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
 
 /// The workloads' one small message: an integer and a 16-byte string

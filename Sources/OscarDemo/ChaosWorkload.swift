@@ -1,13 +1,13 @@
 import Distributed
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
+import Synchronization
 
 /// What every node of a chaos run does while the nemesis works, recording
 /// each step in its history:

@@ -1,11 +1,11 @@
 import Distributed
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
 
 /// The actors every `oscar` node hosts, so a cluster can be tried from the

@@ -1,11 +1,11 @@
 import Distributed
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
 
 /// W2 and W3 with Swift distributed actors (`oscar bench w2|w3 --api

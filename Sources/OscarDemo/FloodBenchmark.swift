@@ -1,12 +1,12 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
+import Synchronization
 
 /// The control-lane check: node A floods node B with tells for a while,
 /// faster than B's receiver can take them, and counts the unreachable events

@@ -1,11 +1,11 @@
 import Glibc
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
 
 /// Workload W4, local tell throughput: one process, a sender S and a receiver

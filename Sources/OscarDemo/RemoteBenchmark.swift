@@ -1,11 +1,11 @@
 import Glibc
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 import OscarTestKit
 
 /// Workloads W1–W3 (docs/BENCHMARKS.md): node A (this process) talks

@@ -1,11 +1,11 @@
 import Glibc
-import SwiftShims
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import SwiftShims
 
 /// The distributed functions this program can execute, read once from the
 /// runtime's table of accessible functions, so that a call can name its

@@ -1,12 +1,12 @@
 import Distributed
 import Foundation
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// Swift's `distributed actor`, served by an Oscar node: the same node,
 /// transport, addressing and ask machinery as the message API.

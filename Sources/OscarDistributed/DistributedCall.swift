@@ -1,10 +1,10 @@
 import Foundation
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// A call to a distributed function, as it travels: an ask whose message is
 /// this and whose reply is a `DistributedOutcome`. Riding on the ask path

@@ -1,12 +1,12 @@
 import Distributed
 import Foundation
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// A receptionist key for distributed actors of one type:
 /// `DistributedKey<Greeter>("greeters")`.
@@ -75,7 +75,8 @@ final class DistributedRoutee<A: DistributedActor>: Reactor where A.ActorSystem 
 
     package func started(_ context: ActorContext) {
         guard let system = context.services.service(ClusterSystem.Slot.self)?.system else {
-            return OscarLog.shared.error("\(context.ref.address): a distributed pool needs a ClusterSystem on this node")
+            return OscarLog.shared.error(
+                "\(context.ref.address): a distributed pool needs a ClusterSystem on this node")
         }
         let actor = system.named("\(context.ref.address.path)/actor") { make(system) }
         self.actor = actor

@@ -2,10 +2,10 @@ import Distributed
 import Foundation
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// Records a call on the caller's side: generic substitutions by mangled
 /// name, and each argument encoded at once into the call's array of

@@ -1,11 +1,11 @@
 import Distributed
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// Where calls to one local distributed actor arrive, in the node's
 /// registry at the actor's path (so the transport and `ActorRef` reach it

@@ -1,11 +1,11 @@
 import Distributed
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// Executes calls to distributed functions with their signatures looked up
 /// once per function, not once per call.

@@ -1,7 +1,7 @@
-import Synchronization
 import OscarCBOR
-import OscarRuntime
 import OscarCluster
+import OscarRuntime
+import Synchronization
 
 /// Mangled type names, both ways, cached: the runtime's mangler and
 /// demangler cost microseconds, and a call names its generic

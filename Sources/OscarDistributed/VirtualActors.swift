@@ -1,12 +1,12 @@
 import Distributed
 import Foundation
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// A call to a virtual actor, sent to the node its identity is placed on.
 struct VirtualCall: Message {
@@ -216,7 +216,9 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
             let moved = live.keys.filter { system.placement(kind: kind, key: $0).description != me }
             return moved.compactMap { live.removeValue(forKey: $0)?.actor }
         }
-        if !dropped.isEmpty { OscarLog.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes") }
+        if !dropped.isEmpty {
+            OscarLog.shared.info("virtual \(kind): \(dropped.count) activations moved to other nodes")
+        }
     }
 
     /// Every half idle timeout, deactivates what was idle for a whole one.

@@ -1,4 +1,3 @@
-
 /// How a node's membership detects failures, gossips and resolves a
 /// partition (`ClusterNode.Settings.membership`). Times are in seconds.
 public struct MembershipSettings: Sendable, Hashable {

@@ -1,7 +1,7 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
 import OscarRuntime
+import Synchronization
 
 /// Counters a node keeps for /metrics and the application's metrics handler;
 /// atomic, so any loop may count.

@@ -37,7 +37,9 @@ final class RemoteTarget: MessageTarget {
         send(manifest: M.manifest, payload: payload, reply: reply)
     }
 
-    package func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    package func deliverEncoded(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+    ) {
         send(manifest: String(decoding: manifest, as: UTF8.self), payload: Array(payload), reply: reply)
     }
 

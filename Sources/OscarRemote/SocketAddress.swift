@@ -27,8 +27,9 @@ package enum SocketAddress {
     /// the port actually bound (port 0 picks a free one). Done with plain
     /// sockets, before any loop runs, so a node knows its address before its
     /// first actor is named; the loop adopts the socket with `uv_tcp_open`.
-    package static func listen(host: String, port: Int, backlog: Int32 = 1024) throws(TransportError) -> (fd: Int32, port: Int)
-    {
+    package static func listen(
+        host: String, port: Int, backlog: Int32 = 1024
+    ) throws(TransportError) -> (fd: Int32, port: Int) {
         guard var address = ipv4(host, port) else { throw .invalidAddress("\(host):\(port)") }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw .bindFailed("\(host):\(port)", String(cString: strerror(errno))) }

@@ -1,9 +1,9 @@
 import CLibUV
 import Dispatch
-import Synchronization
 import OscarBase
 import OscarCBOR
 import OscarRuntime
+import Synchronization
 
 /// A node's network side: the listening socket, one association per remote
 /// node, and delivery of arriving messages to local actors.

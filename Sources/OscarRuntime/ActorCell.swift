@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// The runtime half of one actor: its mailbox, its place on a loop, and the
 /// rule that it handles one message at a time.
@@ -97,7 +97,9 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// Delivers a message that arrived from another node, still encoded. The
     /// bytes are only borrowed: they are decoded in place when the actor can
     /// take the message now, and copied into the mailbox otherwise.
-    package func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    package func deliverEncoded(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+    ) {
         if loop.inEventLoop, canHandOff() {
             reply?.arm(on: loop)
             handleEncoded(manifest: manifest, payload: payload, reply: reply)

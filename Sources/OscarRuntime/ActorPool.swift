@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// A pool of up to `size` identical actors behind one ref, routed by Oscar's
 /// rule: take the first free actor; if none is free and the pool is not full,
@@ -32,7 +32,9 @@ final class ActorPool: MessageTarget {
         cell.deliver(message, reply: reply)
     }
 
-    package func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    package func deliverEncoded(
+        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
+    ) {
         guard let cell = route() else {
             let name = String(decoding: manifest, as: UTF8.self)
             return refuseMessage(reply, manifest: name, to: address, .stopped(address), in: nil)

@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// A node's actors and the loops they run on.
 ///

@@ -1,9 +1,9 @@
 import CLibUV
 import Dispatch
 import Glibc
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// One libuv loop running on a thread of its own.
 ///

@@ -1,7 +1,7 @@
 import Glibc
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// The loops of one node. Actors are spread across them round-robin unless
 /// placed explicitly.

@@ -1,7 +1,7 @@
-import Synchronization
 import CLibUV
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// The multi-producer, single-consumer queue through which other threads hand
 /// work to a loop.

@@ -1,4 +1,3 @@
-
 /// Something a loop runs on its own thread.
 ///
 /// An enum rather than a closure so that the hot cases (an actor ready to run, a

@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// A value that can be sent to an actor.
 ///

@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// One local ask waiting for its outcome: the reply, an error, or its timeout.
 ///

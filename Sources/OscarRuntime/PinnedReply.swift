@@ -1,6 +1,6 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
+import Synchronization
 
 /// A reply target that completes its asker's target on the loop that target
 /// was first armed on, whichever loop the outcome comes from.
@@ -46,7 +46,9 @@ package final class PinnedReply: ReplyTarget, @unchecked Sendable {
         }
     }
 
-    package func waitOn(_ table: any PendingAskTable, correlation: UInt64) { original.waitOn(table, correlation: correlation) }
+    package func waitOn(_ table: any PendingAskTable, correlation: UInt64) {
+        original.waitOn(table, correlation: correlation)
+    }
 
     private func onArmedLoop(_ body: @escaping @Sendable (any ReplyTarget) -> Void) {
         let target = UncheckedSendable(original)

@@ -1,4 +1,3 @@
-
 /// An actor's behaviour: the reactions it has to each message type it accepts.
 ///
 /// Conform a class and declare its reactions; the runtime does the rest

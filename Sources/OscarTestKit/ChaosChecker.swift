@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// Reads a chaos run's merged history and decides whether the cluster kept
 /// its promises. Pure: the report and the doctored-history tests call it

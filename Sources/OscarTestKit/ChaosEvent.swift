@@ -1,11 +1,11 @@
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// One line of a chaos run's history: an operation's invocation or
 /// outcome, an observation a node made, or something the nemesis or the

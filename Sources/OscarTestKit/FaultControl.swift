@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// The fault gate's remote control, at `/system/faults`: another node (or
 /// `oscar chaos`) sends it a `FaultCommand` over the transport, which only

@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// A change to a node's fault gate, as the management endpoint and the
 /// `/system/faults` actor take it. Peers are named `host:port`; a rule

@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// A list of faults at virtual times, for the simulator: what a property
 /// search generates from a seed, what it shrinks to a minimal reproduction,

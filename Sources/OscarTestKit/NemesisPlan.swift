@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// The faults of a chaos run, derived from a seed: the same seed, node
 /// count, duration and fault list give the same plan. Pure; the runner

@@ -1,10 +1,10 @@
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
 
 /// Convergence and failure-detection figures measured on the simulator, for
 /// `oscar simulate` and docs/SIMULATION.md.

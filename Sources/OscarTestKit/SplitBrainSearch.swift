@@ -1,13 +1,13 @@
 import Dispatch
 import Foundation
-import Synchronization
 import OscarBase
 import OscarCBOR
-import OscarRuntime
-import OscarRemote
-import OscarMembership
 import OscarCluster
 import OscarDistributed
+import OscarMembership
+import OscarRemote
+import OscarRuntime
+import Synchronization
 
 /// A property checker on the simulator, in the manner of FoundationDB's
 /// simulation and Jepsen: run `MembershipCore`s under random fault

@@ -1,18 +1,11 @@
 import Foundation
+import Oscar
+import OscarTestKit
 import OscarTestSupport
 import Synchronization
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 struct Work: Message {
     typealias Reply = Worked

@@ -1,17 +1,12 @@
 import Foundation
 import Glibc
+import Oscar
+import OscarDemo
+import OscarTestKit
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
+@testable import OscarRemote
 
 /// A blocking TCP socket connected to 127.0.0.1:`port`, whose reads give up
 /// after `receiveTimeout` seconds; with `receiveBuffer`, the kernel holds at

@@ -1,18 +1,8 @@
 import Foundation
 import Glibc
+import Oscar
 import OscarTestSupport
 import Testing
-
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// A management client on a bare socket: blocking, with a receive timeout,
 /// so it can hold a connection idle, trickle a request, or send one too big.

@@ -1,18 +1,11 @@
 import Foundation
 import Glibc
+import Oscar
 import OscarTestSupport
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
+@testable import OscarRemote
 
 /// A reply much larger than its ask, to make replies that do not fit a frame
 /// or fill a peer's queue quickly.

@@ -1,8 +1,6 @@
 import Distributed
 import Foundation
 import Oscar
-import OscarDemo
-import OscarTestKit
 import Testing
 
 // The README shows `import Distributed`, `import Oscar`, a blank line, then

@@ -1,6 +1,5 @@
 import Dispatch
 import Oscar
-import OscarDemo
 import OscarTestKit
 import OscarTestSupport
 import Testing

@@ -1,7 +1,5 @@
 import Distributed
 import Oscar
-import OscarDemo
-import OscarTestKit
 import OscarTestSupport
 import Synchronization
 import Testing

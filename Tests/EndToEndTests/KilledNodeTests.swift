@@ -1,7 +1,6 @@
 import Foundation
 import Oscar
 import OscarDemo
-import OscarTestKit
 import OscarTestSupport
 import Testing
 

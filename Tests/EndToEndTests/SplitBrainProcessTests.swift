@@ -1,7 +1,5 @@
 import Foundation
 import Oscar
-import OscarDemo
-import OscarTestKit
 import OscarTestSupport
 import Testing
 

@@ -1,6 +1,4 @@
 import Oscar
-import OscarDemo
-import OscarTestKit
 import Testing
 
 /// RFC 8949 Appendix A, as a table: each example's bytes decode to the value

@@ -1,5 +1,4 @@
 import Oscar
-import OscarDemo
 import OscarTestKit
 import Testing
 

@@ -1,15 +1,7 @@
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
 @testable import OscarTestKit
-@testable import OscarDemo
 
 /// The chaos timeline's fault labels: however close together the faults,
 /// no two labels overlap, so a partition (a split brain) stays readable.

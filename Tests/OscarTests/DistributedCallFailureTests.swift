@@ -1,17 +1,7 @@
 import Distributed
+import Oscar
 import Synchronization
 import Testing
-
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// Counts the calls that reached it: a call refused before it starts must
 /// leave the count alone.

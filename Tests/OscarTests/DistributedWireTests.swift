@@ -1,16 +1,8 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
 @testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// The bytes of a distributed call and of its outcome (docs/PROTOCOL.md,
 /// "Distributed calls"), and their readers on hostile input.

@@ -1,15 +1,8 @@
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
 @testable import OscarTestKit
-@testable import OscarDemo
 
 /// The fault gate's rules, driven with a hand-held clock.
 @Suite(.timeLimit(.minutes(5))) struct FaultRulesTests {

@@ -1,6 +1,4 @@
 import Oscar
-import OscarDemo
-import OscarTestKit
 import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct FutureLifetimeTests {

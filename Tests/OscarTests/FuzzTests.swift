@@ -1,16 +1,9 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
 @testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
+@testable import OscarRemote
 
 /// Random and mutated inputs into the decoders: they may fail, but only with
 /// their typed errors, and never trap. Fixed seed, so a failure replays.

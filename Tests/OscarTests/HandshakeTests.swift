@@ -1,16 +1,8 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
 @testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 @Suite(.timeLimit(.minutes(5))) struct HandshakeTests {
     let a = NodeAddress(host: "127.0.0.1", port: 7001, uid: 11)

@@ -1,16 +1,8 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// JSON built by hand (`/members`, `oscar members --json`, `/health`) is
 /// valid whatever text it carries, and JSON read (config files, the CLI's

@@ -1,15 +1,7 @@
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
 @testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// The keep-majority decision on views built by hand: who is on my side,
 /// what counts as a voter, and when a node must wait or down itself.

@@ -1,6 +1,4 @@
 import Oscar
-import OscarDemo
-import OscarTestKit
 import OscarTestSupport
 import Synchronization
 import Testing

@@ -2,16 +2,6 @@ import CoreEngine
 import Oscar
 import Testing
 
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarCluster
-@testable import OscarDemo
-@testable import OscarDistributed
-@testable import OscarMembership
-@testable import OscarRemote
-@testable import OscarRuntime
-@testable import OscarTestKit
-
 /// A few `MembershipCore`s driven by hand: a message is delivered at once,
 /// unless the test has cut its link; time moves only when the test ticks.
 /// No sockets, no simulator latency, no randomness in delivery: each test

@@ -1,15 +1,7 @@
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
 @testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// The pure membership state, with no sockets: merge laws on generated
 /// states, status rules, convergence and the leader.

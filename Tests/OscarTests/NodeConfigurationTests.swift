@@ -1,15 +1,5 @@
-import Testing
-
 import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
+import Testing
 
 /// Configuration resolves flags, then environment, then file, then defaults,
 /// and names the key and source of a bad value.

@@ -1,16 +1,8 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
 @testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// docs/PROTOCOL.md shows these bytes; the test keeps the document true.
 @Suite(.timeLimit(.minutes(5))) struct ProtocolDocTests {

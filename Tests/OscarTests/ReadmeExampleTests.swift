@@ -1,7 +1,5 @@
 import Foundation
 import Oscar
-import OscarDemo
-import OscarTestKit
 import Testing
 
 // The README shows `import Oscar`, a blank line, then this region verbatim.

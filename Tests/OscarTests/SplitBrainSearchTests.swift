@@ -1,16 +1,8 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
 @testable import OscarTestKit
-@testable import OscarDemo
 
 /// Downing's safety, searched for counterexamples on the simulator: random
 /// fault schedules (symmetric, partial and one-way partitions, partitions

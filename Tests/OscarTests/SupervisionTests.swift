@@ -1,16 +1,6 @@
+import Oscar
 import OscarTestSupport
 import Testing
-
-import Oscar
-@testable import OscarBase
-@testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
-@testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
-@testable import OscarDemo
 
 /// The supervision decision alone, driven with a fake clock (times are
 /// durations since an arbitrary origin).

@@ -1,6 +1,5 @@
 import Oscar
 import OscarDemo
-import OscarTestKit
 import OscarTestSupport
 import Testing
 

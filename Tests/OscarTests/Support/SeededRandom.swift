@@ -1,13 +1,14 @@
 import Oscar
+
 @testable import OscarBase
 @testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
 @testable import OscarDemo
+@testable import OscarDistributed
+@testable import OscarMembership
+@testable import OscarRemote
+@testable import OscarRuntime
+@testable import OscarTestKit
 
 /// The tests' seeded generator is the library's SplitMix64, so a randomised
 /// test replays exactly from its seed.

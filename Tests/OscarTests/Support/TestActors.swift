@@ -1,6 +1,4 @@
 import Oscar
-import OscarDemo
-import OscarTestKit
 
 struct Increment: Message { var by: Int }
 struct GetCount: Message { typealias Reply = Int }
