@@ -9,8 +9,10 @@
 @_exported import OscarRemote
 @_exported import OscarRuntime
 
-/// Oscar: distributed actors for Swift, on libuv, over TCP.
-public enum Oscar {
+/// Which release of Oscar this is. (Not named `Oscar`: a type named like
+/// its module would hide the module, and `Oscar.Message` could no longer
+/// name the protocol where an application has a `Message` of its own.)
+public enum OscarRelease {
     /// The release of this library and CLI.
     public static let version = "0.1.0"
 }

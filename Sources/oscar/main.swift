@@ -140,7 +140,7 @@ do throws(CLIError) {
     case "help", "--help", "-h":
         print(usage)
     case "version", "--version":
-        print("oscar \(Oscar.version)")
+        print("oscar \(OscarRelease.version)")
     case "demo":
         try args.rejectUnknownOptions()
         try await DemoCommand.run()

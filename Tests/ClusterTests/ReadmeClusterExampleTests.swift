@@ -6,7 +6,7 @@ import Testing
 /// them (nested, so they shadow this test module's own `Greeter`), and its
 /// two-node snippet, compiled and run here.
 private enum ReadmeCluster {
-    struct Greet: Message {
+    struct Greet: Oscar.Message {  // the module's name qualifies its types
         typealias Reply = String
         var name: String
     }
