@@ -60,10 +60,10 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         start(call, reply: reply, last: nil)
     }
 
-    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         // Compared as bytes: a manifest this long would be a heap string.
         guard manifest.isUTF8(of: DistributedCall.manifest) else {
-            let name = String(decoding: manifest, as: UTF8.self)
+            let name = manifest.utf8Text
             return refuse(reply, name, .unhandled(manifest: name, address))
         }
         do {

@@ -1,16 +1,16 @@
 import Foundation
+import Oscar
 import Testing
 
-import Oscar
 @testable import OscarBase
 @testable import OscarCBOR
-@testable import OscarMembership
-@testable import OscarRuntime
-@testable import OscarRemote
 @testable import OscarCluster
-@testable import OscarDistributed
-@testable import OscarTestKit
 @testable import OscarDemo
+@testable import OscarDistributed
+@testable import OscarMembership
+@testable import OscarRemote
+@testable import OscarRuntime
+@testable import OscarTestKit
 
 /// The bytes of a distributed call and of its outcome (docs/PROTOCOL.md,
 /// "Distributed calls"), and their readers on hostile input.
@@ -40,8 +40,8 @@ import Oscar
                 ]))
         for read in [
             try CBORDecoder().decode(DistributedCall.self, from: bytes),
-            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
-            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "$sOther") },
+            try DistributedCall(cbor: bytes.span.bytes, knownTarget: call.target),
+            try DistributedCall(cbor: bytes.span.bytes, knownTarget: "$sOther"),
         ] {
             #expect(read.target == call.target && read.generics == [] && read.arguments == call.arguments)
         }
@@ -107,7 +107,7 @@ import Oscar
             if outer { bytes.append(0xff) }
             for read in [
                 try CBORDecoder().decode(DistributedCall.self, from: bytes),
-                try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
+                try DistributedCall(cbor: bytes.span.bytes, knownTarget: call.target),
             ] {
                 #expect(read.target == call.target && read.generics == Array(generics))
                 var decoder = try ClusterInvocationDecoder(call: read, decoder: CBORDecoder())
@@ -119,10 +119,10 @@ import Oscar
             if outer {
                 let extra = Array(bytes.dropLast()) + [0x00, 0xff]
                 #expect(throws: CBORError.self) {
-                    try extra.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                    try DistributedCall(cbor: extra.span.bytes, knownTarget: nil)
                 }
                 #expect(throws: CBORError.self) {
-                    try Array(bytes.dropLast()).withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                    try DistributedCall(cbor: Array(bytes.dropLast()).span.bytes, knownTarget: nil)
                 }
             }
         }
@@ -188,7 +188,7 @@ import Oscar
         for i in 0..<20_000 {
             if i % 1_000 == 0 { await Task.yield() }
             let input = FuzzTests.mutate(corpus[i % corpus.count], &rng)
-            if (try? input.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "x") }) != nil { read += 1 }
+            if (try? DistributedCall(cbor: input.span.bytes, knownTarget: "x")) != nil { read += 1 }
             if let call = try? CBORDecoder().decode(DistributedCall.self, from: input),
                 var decoder = try? ClusterInvocationDecoder(call: call, decoder: CBORDecoder())
             {
