@@ -36,11 +36,14 @@ extension RawSpan {
     }
 }
 
+// No `Result` of the decoded type here: these run in generic code that is
+// not specialized (a reaction, a distributed function's argument), where the
+// metadata of a `Result<T, _>` would be looked up on every message.
+
 extension CBORDecoder {
     /// Decodes one whole item from borrowed bytes.
     package func decode<T: Decodable>(_ type: T.Type, from bytes: RawSpan) throws(CBORError) -> T {
-        let result = bytes.withUnsafeBytes { raw in Result { () throws(CBORError) in try decode(type, from: raw) } }
-        return try result.get()
+        try bytes.withUnsafeBytes { (raw) throws(CBORError) in try decode(type, from: raw) }
     }
 
     /// Decodes one whole item from borrowed bytes with a decoding object
@@ -48,10 +51,17 @@ extension CBORDecoder {
     package func decode<T: Decodable>(
         _ type: T.Type, from bytes: RawSpan, using decoding: CBORDecoding
     ) throws(CBORError) -> T {
-        let result = bytes.withUnsafeBytes { raw in
-            Result { () throws(CBORError) in try decode(type, from: raw, using: decoding) }
+        try bytes.withUnsafeBytes { (raw) throws(CBORError) in try decode(type, from: raw, using: decoding) }
+    }
+
+    /// Decodes the item at `offset` of borrowed bytes, one of several in a
+    /// row, and sets `end` to where it ends.
+    package func decode<T: Decodable>(
+        _ type: T.Type, from bytes: RawSpan, itemAt offset: Int, depth: Int = 0, end: inout Int
+    ) throws(CBORError) -> T {
+        try bytes.withUnsafeBytes { (raw) throws(CBORError) in
+            try decode(type, from: raw, itemAt: offset, depth: depth, end: &end)
         }
-        return try result.get()
     }
 }
 
@@ -61,12 +71,9 @@ extension CBORReader {
     package static func reading<R>(
         _ bytes: RawSpan, _ body: (inout CBORReader) throws(CBORError) -> R
     ) throws(CBORError) -> R {
-        let result = bytes.withUnsafeBytes { raw in
-            Result { () throws(CBORError) in
-                var reader = CBORReader(raw)
-                return try body(&reader)
-            }
+        try bytes.withUnsafeBytes { (raw) throws(CBORError) in
+            var reader = CBORReader(raw)
+            return try body(&reader)
         }
-        return try result.get()
     }
 }
