@@ -18,8 +18,9 @@ allowed_files=(
   Sources/OscarRuntime/EventLoop.swift
   Sources/OscarRuntime/UVHandle.swift
   Sources/OscarRuntime/LoopExecutors.swift
-  # The one type-erased read of a message, guarded by a type-identity check.
-  Sources/OscarRuntime/ErasedReaction.swift
+  # A message lent to its reaction with its type erased, read back only as
+  # the type it was lent as.
+  Sources/OscarRuntime/ErasedMessage.swift
   # The transport: sockets, frames, read buffers, addresses, name lookup.
   Sources/OscarRemote/Connection.swift
   Sources/OscarRemote/FrameBuffer.swift

@@ -221,7 +221,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     @inline(__always)
     private func handle<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         let box = beginReaction()
-        let outcome = box.receive(message, reply: reply, cell: self)
+        let outcome = ErasedMessage.lend(message) { box.receive($0, reply: reply, cell: self) }
         endReaction(outcome, manifest: M.manifest, reply: reply)
     }
 

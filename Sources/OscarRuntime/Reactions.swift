@@ -10,16 +10,19 @@ import OscarCBOR
 /// the per-message path free of Swift runtime type lookups (generic metadata,
 /// casts), which profiling showed cost more than the send itself.
 public struct Reactions<A: Reactor> {
+    /// Not generic on purpose: an array of a generic function type makes the
+    /// runtime look up that type's metadata on every access.
+    package typealias Handler = (borrowing ErasedMessage, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+
     /// Decodes a message that arrived encoded, then runs its reaction. Built
     /// per message type, so the receiver needs no global type registry: the
-    /// actor knows the types it accepts. Not generic on purpose: an array of
-    /// a generic function type makes the runtime look up that type's
-    /// metadata on every access.
+    /// actor knows the types it accepts.
     typealias DecodingHandler = (RawSpan, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
     /// The instance the reactions run on.
     private let actor: A
-    private var reactions: [ErasedReaction] = []
+    private var types: [ObjectIdentifier] = []
+    private var handlers: [Handler] = []
     private var manifests: [[UInt8]] = []
     private var decodingHandlers: [DecodingHandler] = []
 
@@ -29,7 +32,8 @@ public struct Reactions<A: Reactor> {
     public mutating func on<M: Message>(_: M.Type, do body: @escaping (A, M) throws -> Void)
     where M.Reply == Done {
         let actor = self.actor
-        add(M.self) { message, reply, cell in
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             do {
                 try body(actor, message)
                 reply?.succeed(Done())
@@ -44,7 +48,8 @@ public struct Reactions<A: Reactor> {
     /// A *result* reaction: return the reply at once.
     public mutating func on<M: Message>(_: M.Type, result body: @escaping (A, M) throws -> M.Reply) {
         let actor = self.actor
-        add(M.self) { message, reply, cell in
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             do {
                 // Not `reply?.succeed(try body(...))`: optional chaining would
                 // skip the reaction itself when nobody asked for a reply.
@@ -64,7 +69,8 @@ public struct Reactions<A: Reactor> {
     /// two reactions.
     public mutating func on<M: Message>(_: M.Type, future body: @escaping (A, M) async throws -> M.Reply) {
         let actor = self.actor
-        add(M.self) { message, reply, cell in
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             // Safe to send: the instance and the closure are used only by this
             // task, which runs on the actor's loop, and the cell takes no other
             // message until `futureFinished` (the actor is suspended).
@@ -83,9 +89,7 @@ public struct Reactions<A: Reactor> {
         }
     }
 
-    private mutating func add<M: Message>(
-        _: M.Type, _ reaction: @escaping (M, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
-    ) {
+    private mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
         let decoding: DecodingHandler = { payload, reply, cell in
             let message: M
             do {
@@ -94,30 +98,26 @@ public struct Reactions<A: Reactor> {
                 cell.decodeFailed(error, manifest: M.manifest, reply: reply)
                 return .finished
             }
-            return reaction(message, reply, cell)
+            return ErasedMessage.lend(message) { handler($0, reply, cell) } ?? .finished  // never nil
         }
-        let erased = ErasedReaction(M.self, reaction)
-        if let i = reactions.firstIndex(where: { $0.messageType == erased.messageType }) {
-            reactions[i] = erased
+        let key = ObjectIdentifier(M.self)
+        if let i = types.firstIndex(of: key) {
+            handlers[i] = handler
             decodingHandlers[i] = decoding
         } else {
-            reactions.append(erased)
+            types.append(key)
+            handlers.append(handler)
             manifests.append(Array(M.manifest.utf8))
             decodingHandlers.append(decoding)
         }
     }
 
-    /// Runs the reaction for `M`; nil when the actor declared none. A linear
-    /// scan: actors declare a handful of types, and comparing pointers beats
-    /// hashing at that size.
+    /// The handler for messages of `type`, if declared. A linear scan: actors
+    /// declare a handful of types, and comparing pointers beats hashing at
+    /// that size.
     @inline(__always)
-    package func run<M: Message>(
-        _ message: borrowing M, reply: (any ReplyTarget)?, cell: ActorCell
-    ) -> ReactionOutcome? {
-        let type = ObjectIdentifier(M.self)
-        for i in reactions.indices where reactions[i].messageType == type {
-            return reactions[i].run(message, reply: reply, cell: cell)
-        }
+    package func handler(for type: ObjectIdentifier) -> Handler? {
+        for i in types.indices where types[i] == type { return handlers[i] }
         return nil
     }
 

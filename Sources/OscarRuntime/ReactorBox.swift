@@ -11,8 +11,8 @@ package class AnyReactorBox {
     /// Runs the reaction for `message`. Returns `.suspended` when a future
     /// reaction was started; the cell is told when it finishes. Returns nil
     /// when the actor has no reaction for that type.
-    package func receive<M: Message>(
-        _ message: borrowing M, reply: (any ReplyTarget)?, cell: ActorCell
+    package func receive(
+        _ message: borrowing ErasedMessage, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
         nil
     }
@@ -40,10 +40,11 @@ package final class ReactorBox<A: Reactor>: AnyReactorBox {
     package override func start(_ context: ActorContext) { instance.started(context) }
     package override func stop() { instance.stopped() }
 
-    package override func receive<M: Message>(
-        _ message: borrowing M, reply: (any ReplyTarget)?, cell: ActorCell
+    package override func receive(
+        _ message: borrowing ErasedMessage, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
-        table.run(message, reply: reply, cell: cell)
+        guard let handler = table.handler(for: message.type) else { return nil }
+        return handler(message, reply, cell)
     }
 
     package override func receive(
