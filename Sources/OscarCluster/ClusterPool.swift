@@ -189,15 +189,13 @@ package final class ClusterPoolRouter: MessageTarget, SystemPart, @unchecked Sen
         send(excluding: nil, key: key, reply: reply, retry: retry) { $0.deliver(message, reply: $1) }
     }
 
-    package func deliverEncoded(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-    ) {
+    package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         if case .broadcast = settings.routing {
             broadcast(reply) { $0.deliverEncoded(manifest: manifest, payload: payload, reply: $1) }
             return
         }
         let key: [UInt8]? = {
-            if case .consistentHash = settings.routing { return Array(payload) }
+            if case .consistentHash = settings.routing { return payload.copiedBytes }
             return nil
         }()
         send(excluding: nil, key: key, reply: reply, retry: nil) {

@@ -230,12 +230,11 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
             route(Held.typed(message, reply, address: address, system: singleton.system), in: singleton)
         }
 
-        package func deliverEncoded(
-            manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-        ) {
+        package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
             guard let singleton else { return reply?.fail(.stopped(address)) ?? () }
             route(
-                Held.encoded(Array(manifest), Array(payload), reply, address: address, system: singleton.system),
+                Held.encoded(
+                    manifest.copiedBytes, payload.copiedBytes, reply, address: address, system: singleton.system),
                 in: singleton)
         }
 
@@ -269,9 +268,7 @@ extension ClusterSingleton.Held {
         let reply = reply.map(PinnedReply.pinning)
         return Self(
             replay: { target in
-                manifest.withUnsafeBytes { m in
-                    payload.withUnsafeBytes { p in target.deliverEncoded(manifest: m, payload: p, reply: reply) }
-                }
+                target.deliverEncoded(manifest: manifest.span.bytes, payload: payload.span.bytes, reply: reply)
             },
             refuse: { [weak system] error in
                 refuseMessage(

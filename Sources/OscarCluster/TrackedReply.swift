@@ -47,7 +47,7 @@ final class TrackedReply: ReplyTarget, @unchecked Sendable {
         }
     }
 
-    func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+    func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
         if finish() { reply.complete(kind, payload: payload, decoder: decoder) }
     }
 

@@ -48,11 +48,25 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         /// (by mangled name): others arrive as type name and message only,
         /// so the network cannot make this node decode arbitrary types.
         public var decodableErrors: [any (Error & Codable & Sendable).Type] = []
+        /// Whether calls to local distributed actors may take the direct
+        /// path: the Swift runtime's executor with each function's
+        /// signature read once, rather than on every call as the Distributed
+        /// library does (about a tenth of a callee's time). It rests on
+        /// runtime internals, so it is used only once a start-up check has
+        /// run a known function through it correctly, and calls take the
+        /// library's path otherwise. Off, those internals are never touched,
+        /// and functions cannot be called by name (`oscar ask URI .greet`).
+        public var fastCallPath = true
+        /// For tests: the start-up check of the direct path fails, as it
+        /// would on a runtime whose internals have moved.
+        package var failsFastCallCheck = false
         public init() {}
     }
 
     public let node: ClusterNode
     package let settings: Settings
+    /// Whether calls take the direct path; shared with each actor's target.
+    package let callPath: CallPath
     /// `decodableErrors` by the name a thrower sends (`String(reflecting:)`).
     private let decodable: [String: any (Error & Codable & Sendable).Type]
 
@@ -75,7 +89,9 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         var decodable: [String: any (Error & Codable & Sendable).Type] = [:]
         for type in settings.decodableErrors { decodable[String(reflecting: type)] = type }
         self.decodable = decodable
+        callPath = CallPath(enabled: settings.fastCallPath)
         node.system.services.register(Slot(self))
+        callPath.start(for: self, failing: settings.failsFastCallCheck)
     }
 
     /// How actors of the message API (a distributed pool's routees) find
@@ -130,11 +146,13 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
 
     public func assignID<Act>(_ actorType: Act.Type) -> ActorID where Act: DistributedActor, Act.ID == ActorID {
         let path = Self.pendingName ?? "/distributed/\(Act.self)-\(counter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        guard path != FastCallCheck.probePath else { return ActorAddress(node: node.address, path: path) }
         actors.withLock { $0[path] = Entry(actor: nil) }
         return ActorAddress(node: node.address, path: path)
     }
 
     public func actorReady<Act>(_ actor: Act) where Act: DistributedActor, Act.ID == ActorID {
+        guard actor.id.path != FastCallCheck.probePath else { return }  // not reachable from outside
         actors.withLock { $0[actor.id.path] = Entry(actor: actor) }
         let target = DistributedTarget(system: self, actor: actor, path: actor.id.path, loop: loop(for: actor.id.path))
         do {
@@ -145,6 +163,7 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     }
 
     public func resignID(_ id: ActorID) {
+        guard id.path != FastCallCheck.probePath else { return }
         _ = actors.withLock { $0.removeValue(forKey: id.path) }
         let ref = node.system.ref(for: id)
         (ref.target as? DistributedTarget)?.terminated(id)

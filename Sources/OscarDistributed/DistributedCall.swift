@@ -53,10 +53,12 @@ extension DistributedCall {
     /// Reads a call that arrived as a frame's payload (the callee's path).
     /// When its target's text equals `knownTarget` (the last one this
     /// actor was called with), that string is used rather than a new one.
-    init(cbor payload: UnsafeRawBufferPointer, knownTarget: String?) throws(CBORError) {
-        var r = CBORReader(payload)
-        self = try Self.read(&r, depth: 0, knownTarget: knownTarget)
-        guard r.isAtEnd else { throw .malformed("trailing bytes after the call", at: r.position) }
+    init(cbor payload: RawSpan, knownTarget: String?) throws(CBORError) {
+        self = try CBORReader.reading(payload) { (r) throws(CBORError) in
+            let call = try Self.read(&r, depth: 0, knownTarget: knownTarget)
+            guard r.isAtEnd else { throw .malformed("trailing bytes after the call", at: r.position) }
+            return call
+        }
     }
 
     /// Reads a call, an item at `depth`, in one pass, without a container

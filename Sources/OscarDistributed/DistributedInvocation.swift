@@ -69,28 +69,27 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
     private var position = 0
     /// How many arguments the call carries.
     package private(set) var count = 0
+    /// Whether errors name the target by its signature, from the table of
+    /// callable functions (part of the direct call path), or by its symbol.
+    var describesTarget = true
 
     /// Reads the head of the call's arguments (of definite or indefinite
     /// length: the items of an indefinite one are counted here).
     init(call: DistributedCall, decoder: CBORDecoder) throws(CBORError) {
         self.call = call
         self.decoder = decoder
-        let head = call.arguments.bytes.withUnsafeBytes { raw in
-            Result { () throws(CBORError) in
-                var r = CBORReader(raw)
-                let head = try r.head()
-                guard head.major == 4 else { throw .malformed("the arguments are not an array", at: 0) }
-                let first = r.position
-                if !head.isIndefinite { return (try r.checkedLength(head), first) }
-                var count = 0
-                while !(try r.consumeBreak()) {
-                    try r.skipItem(depth: call.argumentsDepth + 1)
-                    count += 1
-                }
-                return (count, first)
+        (count, position) = try CBORReader.reading(call.arguments.bytes.span.bytes) { (r) throws(CBORError) in
+            let head = try r.head()
+            guard head.major == 4 else { throw .malformed("the arguments are not an array", at: 0) }
+            let first = r.position
+            if !head.isIndefinite { return (try r.checkedLength(head), first) }
+            var count = 0
+            while !(try r.consumeBreak()) {
+                try r.skipItem(depth: call.argumentsDepth + 1)
+                count += 1
             }
+            return (count, first)
         }
-        (count, position) = try head.get()
     }
 
     public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
@@ -111,14 +110,17 @@ public struct ClusterInvocationDecoder: DistributedTargetInvocationDecoder {
         do {
             // Generic code that runs unspecialized: no tuple or Result of
             // `Argument`, whose metadata would be looked up on every call.
-            return try call.arguments.bytes.withUnsafeBytes { bytes in
-                try decoder.decode(
-                    Argument.self, from: bytes, itemAt: position, depth: call.argumentsDepth + 1, end: &position)
-            }
+            let arguments = call.arguments.bytes
+            var end = position
+            let value = try decoder.decode(
+                Argument.self, from: arguments.span.bytes, itemAt: position, depth: call.argumentsDepth + 1, end: &end)
+            position = end
+            return value
         } catch {
             throw CallNotStarted(
                 .decodeFailed(
-                    "argument \(next) of \(CallableFunctions.signature(of: call.target)) as \(Argument.self): \(error)")
+                    "argument \(next) of \(describesTarget ? CallableFunctions.signature(of: call.target) : call.target) as \(Argument.self): \(error)"
+                )
             )
         }
     }

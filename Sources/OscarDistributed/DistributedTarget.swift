@@ -47,7 +47,12 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         self.path = path
         self.loop = loop
         argumentDecoder = system.node.system.decoder.reusingOneDecoding()
+        callPath = system.callPath
     }
+
+    /// Whether calls take the direct path (the system's, checked per call:
+    /// the start-up check may pass after the first calls).
+    private let callPath: CallPath
 
     /// Decodes the arguments of the calls, on `loop`, with one reused
     /// decoding object.
@@ -60,10 +65,10 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
         start(call, reply: reply, last: nil)
     }
 
-    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
+    func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         // Compared as bytes: a manifest this long would be a heap string.
         guard manifest.isUTF8(of: DistributedCall.manifest) else {
-            let name = String(decoding: manifest, as: UTF8.self)
+            let name = manifest.utf8Text
             return refuse(reply, name, .unhandled(manifest: name, address))
         }
         do {
@@ -84,31 +89,46 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
 
     /// The function the last call named and how it runs: calls to one
     /// actor mostly name one function, which then costs no lookup.
-    private let lastPlan = Mutex<(target: String, plan: TargetExecution.Plan)?>(nil)
+    private let lastPlan = Mutex<KnownPlan?>(nil)
+
+    /// A plan with the function it is for, and whether it was made for the
+    /// direct path (a plan made before the start-up check passed is not
+    /// kept once it has).
+    private typealias KnownPlan = (target: String, plan: TargetExecution.Plan, direct: Bool)
 
     /// How to run `target`; `last` is `lastPlan` as the caller already read it.
-    private func plan(
-        for target: String, last known: (target: String, plan: TargetExecution.Plan)?
-    ) -> TargetExecution.Plan {
-        if let known, known.target == target { return known.plan }
+    private func plan(for target: String, last known: KnownPlan?) -> TargetExecution.Plan {
+        let direct = callPath.isDirect
+        if let known, known.target == target, known.direct == direct { return known.plan }
         return lastPlan.withLock { last in
-            if let last, last.target == target { return last.plan }
-            let plan = TargetExecution.plan(for: target)
-            last = (target, plan)
+            if let last, last.target == target, last.direct == direct { return last.plan }
+            let plan = direct ? TargetExecution.plan(for: target) : TargetExecution.libraryPlan(for: target)
+            last = (target, plan, direct)
             return plan
         }
+    }
+
+    /// `target` as a person reads it, from the table of callable functions
+    /// when the direct path is on (the table is part of it).
+    private func describe(_ target: String) -> String {
+        callPath.enabled ? CallableFunctions.signature(of: target) : target
     }
 
     /// Starts the call on the actor's loop. Tasks that prefer one loop start
     /// in the order they were created, so calls start in arrival order.
     private func start(
-        _ call: DistributedCall, reply: (any ReplyTarget)?, last: (target: String, plan: TargetExecution.Plan)?
+        _ call: DistributedCall, reply: (any ReplyTarget)?, last: KnownPlan?
     ) {
         // A live actor keeps its system: no need to load that weak reference too.
         guard let actor else { return refuse(reply, DistributedCall.manifest, .actorNotFound(address)) }
         var call = call
         if !call.target.hasPrefix("$s") {
             // Named by function (`oscar ask URI .greet ...`): find its symbol.
+            guard callPath.enabled else {
+                return refuse(
+                    reply, DistributedCall.manifest,
+                    .handlerFailed("\(call.target): calling by name needs ClusterSystem.Settings.fastCallPath"))
+            }
             do {
                 call.target = try CallableFunctions.identifier(of: call.target, on: type(of: actor))
             } catch {
@@ -116,9 +136,10 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
             }
         }
         let target = call.target
-        let decoder: ClusterInvocationDecoder
+        var decoder: ClusterInvocationDecoder
         do {
             decoder = try ClusterInvocationDecoder(call: call, decoder: argumentDecoder)
+            decoder.describesTarget = callPath.enabled
         } catch {
             return refuse(reply, DistributedCall.manifest, .decodeFailed("a distributed call to \(address): \(error)"))
         }
@@ -129,7 +150,7 @@ final class DistributedTarget: Watchable, @unchecked Sendable {
             return refuse(
                 reply, DistributedCall.manifest,
                 .decodeFailed(
-                    "\(CallableFunctions.signature(of: target)) takes \(parameters) arguments; the call has \(decoder.count)"
+                    "\(describe(target)) takes \(parameters) arguments; the call has \(decoder.count)"
                 ))
         }
         let execution = CallExecution(

@@ -101,6 +101,13 @@ enum TargetExecution {
         return kept
     }
 
+    /// The plan of a call that takes the library's path (the direct path is
+    /// off or not verified): only the parameter count, read as the library
+    /// reads it, so a call with extra arguments is still refused.
+    package static func libraryPlan(for target: String) -> Plan {
+        .library(parameters: parameterCount(of: target))
+    }
+
     /// Runs `target` on `actor` as `plan` says, decoding its arguments with
     /// `decoder` and handing its outcome (value, nothing, or thrown error)
     /// to `handler`.

@@ -150,8 +150,8 @@ final class VirtualHost: MessageTarget, @unchecked Sendable {
         route(call, reply: reply)
     }
 
-    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?) {
-        let name = String(decoding: manifest, as: UTF8.self)
+    func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
+        let name = manifest.utf8Text
         guard name == VirtualCall.manifest, let system,
             let call = try? system.node.system.decoder.decode(VirtualCall.self, from: payload)
         else {

@@ -626,17 +626,19 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 refuseMessage(reply, manifest: manifest, to: address, .actorNotFound(address), in: transport.system)
                 return
             }
+            // The frame is lent to the target as a span: bounds-checked, and
+            // unable to outlive this call (the read buffer is reused after it).
+            let bytes = RawSpan(_unsafeBytes: frame)
             target.deliverEncoded(
-                manifest: UnsafeRawBufferPointer(rebasing: frame[envelope.manifest]),
-                payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]), reply: reply)
+                manifest: bytes.extracting(envelope.manifest), payload: bytes.extracting(envelope.payload),
+                reply: reply)
         case .reply, .failure:
             // Correlation ids are this incarnation's: an outcome from another
             // one (a retired connection of an old process) answers nothing here.
             guard conn.peer?.uid == peerUID, let waiting = removePending(envelope.correlation) else { return }
             waiting.complete(
                 envelope.kind == .reply ? .reply : .failure,
-                payload: UnsafeRawBufferPointer(rebasing: frame[envelope.payload]),
-                decoder: replyDecoder)
+                payload: RawSpan(_unsafeBytes: frame).extracting(envelope.payload), decoder: replyDecoder)
         default:
             throw .malformedFrame("\(envelope.kind) frame after the handshake")
         }

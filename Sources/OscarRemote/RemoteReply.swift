@@ -52,8 +52,8 @@ final class RemoteReply: ReplyTarget, @unchecked Sendable {
         send(.failure, (try? CBOREncoder().encode(error)) ?? [])
     }
 
-    package func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
-        send(kind == .reply ? .reply : .failure, Array(payload))
+    package func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
+        send(kind == .reply ? .reply : .failure, payload.copiedBytes)
     }
 
     private func send(_ kind: WireKind, _ payload: [UInt8]) {

@@ -37,10 +37,8 @@ final class RemoteTarget: MessageTarget {
         send(manifest: M.manifest, payload: payload, reply: reply)
     }
 
-    package func deliverEncoded(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-    ) {
-        send(manifest: String(decoding: manifest, as: UTF8.self), payload: Array(payload), reply: reply)
+    package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
+        send(manifest: manifest.utf8Text, payload: payload.copiedBytes, reply: reply)
     }
 
     /// Hands already encoded bytes to the association, on its loop. The

@@ -97,15 +97,13 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// Delivers a message that arrived from another node, still encoded. The
     /// bytes are only borrowed: they are decoded in place when the actor can
     /// take the message now, and copied into the mailbox otherwise.
-    package func deliverEncoded(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-    ) {
+    package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         if loop.inEventLoop, canHandOff() {
             reply?.arm(on: loop)
             handleEncoded(manifest: manifest, payload: payload, reply: reply)
             loop.exitHandOff()
         } else {
-            enqueue(.encoded(manifest: Array(manifest), payload: Array(payload), reply: reply))
+            enqueue(.encoded(manifest: manifest.copiedBytes, payload: payload.copiedBytes, reply: reply))
         }
     }
 
@@ -208,9 +206,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
             case .message(let message, let reply):
                 handle(opening: message, reply: reply)
             case .encoded(let manifest, let payload, let reply):
-                manifest.withUnsafeBytes { m in
-                    payload.withUnsafeBytes { p in handleEncoded(manifest: m, payload: p, reply: reply) }
-                }
+                handleEncoded(manifest: manifest.span.bytes, payload: payload.span.bytes, reply: reply)
             }
         }
         if status == .idle, !local.isEmpty { scheduleSelf() }
@@ -224,18 +220,14 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     @inline(__always)
     private func handle<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         let box = beginReaction()
-        let outcome = withUnsafePointer(to: message) { pointer in
-            box.receive(pointer, type: ObjectIdentifier(M.self), reply: reply, cell: self)
-        }
+        let outcome = ErasedMessage.lend(message) { box.receive($0, reply: reply, cell: self) }
         endReaction(outcome, manifest: M.manifest, reply: reply)
     }
 
-    private func handleEncoded(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-    ) {
+    private func handleEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         let box = beginReaction()
         let outcome = box.receive(manifest: manifest, payload: payload, reply: reply, cell: self)
-        endReaction(outcome, manifest: String(decoding: manifest, as: UTF8.self), reply: reply)
+        endReaction(outcome, manifest: manifest.utf8Text, reply: reply)
     }
 
     @inline(__always)
@@ -362,7 +354,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// decodes one message at a time).
     private lazy var decoding = CBORDecoding(reusableWith: decoder.userInfo)
 
-    package func decode<M: Message>(_ type: M.Type, from payload: UnsafeRawBufferPointer) throws(CBORError) -> M {
+    package func decode<M: Message>(_ type: M.Type, from payload: RawSpan) throws(CBORError) -> M {
         try decoder.decode(type, from: payload, using: decoding)
     }
 

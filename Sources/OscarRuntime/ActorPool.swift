@@ -32,11 +32,9 @@ final class ActorPool: MessageTarget {
         cell.deliver(message, reply: reply)
     }
 
-    package func deliverEncoded(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?
-    ) {
+    package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         guard let cell = route() else {
-            let name = String(decoding: manifest, as: UTF8.self)
+            let name = manifest.utf8Text
             return refuseMessage(reply, manifest: name, to: address, .stopped(address), in: nil)
         }
         cell.deliverEncoded(manifest: manifest, payload: payload, reply: reply)

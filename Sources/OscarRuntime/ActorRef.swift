@@ -48,13 +48,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
         let payload = value.cbor
         let outcome = await withUnsafeContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
             let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
-            var m = manifest
-            m.withUTF8 { manifestBytes in
-                payload.withUnsafeBytes { bytes in
-                    target.deliverEncoded(
-                        manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: pending)
-                }
-            }
+            target.deliverEncoded(manifest: manifest.utf8.span.bytes, payload: payload.span.bytes, reply: pending)
         }
         return try outcome.get()
     }
@@ -63,12 +57,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     package func tell(manifest: String, value: CBORValue) {
         guard let target else { return }
         let payload = value.cbor
-        var m = manifest
-        m.withUTF8 { manifestBytes in
-            payload.withUnsafeBytes { bytes in
-                target.deliverEncoded(manifest: UnsafeRawBufferPointer(manifestBytes), payload: bytes, reply: nil)
-            }
-        }
+        target.deliverEncoded(manifest: manifest.utf8.span.bytes, payload: payload.span.bytes, reply: nil)
     }
 
     public var description: String { address.uri }

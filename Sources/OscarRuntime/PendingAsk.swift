@@ -51,7 +51,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
 
     package func fail(_ error: AskError) { complete(.failure(error)) }
 
-    package func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+    package func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
         do {
             if kind == .reply {
                 complete(.success(try decoder.decode(R.self, from: payload)))

@@ -32,17 +32,17 @@ package final class PinnedReply: ReplyTarget, @unchecked Sendable {
 
     package func fail(_ error: AskError) { onArmedLoop { $0.fail(error) } }
 
-    package func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder) {
+    package func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
         guard let armed = loop.withLock({ $0 }), !armed.inEventLoop else {
             original.complete(kind, payload: payload, decoder: decoder)
             return
         }
         // Borrowed bytes: copy them before hopping.
-        let bytes = Array(payload)
+        let bytes = payload.copiedBytes
         let target = UncheckedSendable(original)
         let decoderBox = UncheckedSendable(decoder.detached)
         _ = armed.execute {
-            bytes.withUnsafeBytes { target.value.complete(kind, payload: $0, decoder: decoderBox.value) }
+            target.value.complete(kind, payload: bytes.span.bytes, decoder: decoderBox.value)
         }
     }
 

@@ -2,36 +2,38 @@ import Glibc
 import OscarBase
 import OscarCBOR
 
-/// The table of an actor type's reactions, one per message type, in the three
+/// The table of an actor's reactions, one per message type, in the three
 /// kinds of Oscar's model.
 ///
-/// Each reaction is stored as a handler that takes the message by pointer,
-/// built once when the table is made, where the message type is known. That
-/// keeps the per-message path free of Swift runtime type lookups (generic
-/// metadata, casts), which profiling showed cost more than the send itself.
+/// Built once per instance, when the actor starts, so each reaction holds
+/// its instance and its message type is known where it is made. That keeps
+/// the per-message path free of Swift runtime type lookups (generic metadata,
+/// casts), which profiling showed cost more than the send itself.
 public struct Reactions<A: Reactor> {
     /// Not generic on purpose: an array of a generic function type makes the
     /// runtime look up that type's metadata on every access.
-    package typealias Handler = (AnyObject, UnsafeRawPointer, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+    package typealias Handler = (borrowing ErasedMessage, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
-    /// Decodes a message that arrived encoded, then runs its handler. Built
+    /// Decodes a message that arrived encoded, then runs its reaction. Built
     /// per message type, so the receiver needs no global type registry: the
     /// actor knows the types it accepts.
-    typealias DecodingHandler = (AnyObject, UnsafeRawBufferPointer, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+    typealias DecodingHandler = (RawSpan, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
+    /// The instance the reactions run on.
+    private let actor: A
     private var types: [ObjectIdentifier] = []
     private var handlers: [Handler] = []
     private var manifests: [[UInt8]] = []
     private var decodingHandlers: [DecodingHandler] = []
 
-    package init() {}
+    package init(for actor: A) { self.actor = actor }
 
     /// A *void* reaction: do the work, reply nothing (an ask gets `Done()`).
     public mutating func on<M: Message>(_: M.Type, do body: @escaping (A, M) throws -> Void)
     where M.Reply == Done {
-        add(M.self) { object, pointer, reply, cell in
-            let actor = unsafeDowncast(object, to: A.self)
-            let message = pointer.assumingMemoryBound(to: M.self).pointee
+        let actor = self.actor
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             do {
                 try body(actor, message)
                 reply?.succeed(Done())
@@ -45,9 +47,9 @@ public struct Reactions<A: Reactor> {
 
     /// A *result* reaction: return the reply at once.
     public mutating func on<M: Message>(_: M.Type, result body: @escaping (A, M) throws -> M.Reply) {
-        add(M.self) { object, pointer, reply, cell in
-            let actor = unsafeDowncast(object, to: A.self)
-            let message = pointer.assumingMemoryBound(to: M.self).pointee
+        let actor = self.actor
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             do {
                 // Not `reply?.succeed(try body(...))`: optional chaining would
                 // skip the reaction itself when nobody asked for a reply.
@@ -66,9 +68,9 @@ public struct Reactions<A: Reactor> {
     /// message only when it has finished, so its state is never shared between
     /// two reactions.
     public mutating func on<M: Message>(_: M.Type, future body: @escaping (A, M) async throws -> M.Reply) {
-        add(M.self) { object, pointer, reply, cell in
-            let actor = unsafeDowncast(object, to: A.self)
-            let message = pointer.assumingMemoryBound(to: M.self).pointee
+        let actor = self.actor
+        add(M.self) { erased, reply, cell in
+            let message = erased.read(M.self)
             // Safe to send: the instance and the closure are used only by this
             // task, which runs on the actor's loop, and the cell takes no other
             // message until `futureFinished` (the actor is suspended).
@@ -88,7 +90,7 @@ public struct Reactions<A: Reactor> {
     }
 
     private mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
-        let decoding: DecodingHandler = { object, payload, reply, cell in
+        let decoding: DecodingHandler = { payload, reply, cell in
             let message: M
             do {
                 message = try cell.decode(M.self, from: payload)
@@ -96,7 +98,7 @@ public struct Reactions<A: Reactor> {
                 cell.decodeFailed(error, manifest: M.manifest, reply: reply)
                 return .finished
             }
-            return withUnsafePointer(to: message) { handler(object, $0, reply, cell) }
+            return ErasedMessage.lend(message) { handler($0, reply, cell) } ?? .finished  // never nil
         }
         let key = ObjectIdentifier(M.self)
         if let i = types.firstIndex(of: key) {
@@ -110,23 +112,18 @@ public struct Reactions<A: Reactor> {
         }
     }
 
-    /// The decoding handler for a manifest, compared byte for byte.
-    func decodingHandler(for manifest: UnsafeRawBufferPointer) -> DecodingHandler? {
-        for i in manifests.indices where manifests[i].count == manifest.count {
-            let equal = manifests[i].withUnsafeBytes { mine in
-                guard let a = mine.baseAddress, let b = manifest.baseAddress else { return manifest.isEmpty }
-                return memcmp(a, b, manifest.count) == 0
-            }
-            if equal { return decodingHandlers[i] }
-        }
-        return nil
-    }
-
-    /// The handler for `M`, if declared. A linear scan: actors declare a
-    /// handful of types, and comparing pointers beats hashing at that size.
+    /// The handler for messages of `type`, if declared. A linear scan: actors
+    /// declare a handful of types, and comparing pointers beats hashing at
+    /// that size.
     @inline(__always)
     package func handler(for type: ObjectIdentifier) -> Handler? {
         for i in types.indices where types[i] == type { return handlers[i] }
+        return nil
+    }
+
+    /// The decoding handler for a manifest, compared byte for byte.
+    func decodingHandler(for manifest: RawSpan) -> DecodingHandler? {
+        for i in manifests.indices where manifest.equals(manifests[i]) { return decodingHandlers[i] }
         return nil
     }
 }

@@ -7,11 +7,11 @@ import OscarCBOR
 package class AnyReactorBox {
     package func start(_ context: ActorContext) {}
     package func stop() {}
-    /// Runs the reaction for the message at `pointer`, of type `type`. Returns
-    /// `.suspended` when a future reaction was started; the cell is told when
-    /// it finishes. Returns nil when the actor has no reaction for that type.
+    /// Runs the reaction for `message`. Returns `.suspended` when a future
+    /// reaction was started; the cell is told when it finishes. Returns nil
+    /// when the actor has no reaction for that type.
     package func receive(
-        _ pointer: UnsafeRawPointer, type: ObjectIdentifier, reply: (any ReplyTarget)?, cell: ActorCell
+        _ message: borrowing ErasedMessage, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
         nil
     }
@@ -19,7 +19,7 @@ package class AnyReactorBox {
     /// Decodes and runs a message that arrived encoded; nil when the actor has
     /// no reaction for that manifest.
     package func receive(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+        manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
         nil
     }
@@ -31,7 +31,7 @@ package final class ReactorBox<A: Reactor>: AnyReactorBox {
 
     package init(_ instance: A) {
         self.instance = instance
-        var table = Reactions<A>()
+        var table = Reactions<A>(for: instance)
         A.reactions(&table)
         self.table = table
     }
@@ -40,16 +40,16 @@ package final class ReactorBox<A: Reactor>: AnyReactorBox {
     package override func stop() { instance.stopped() }
 
     package override func receive(
-        _ pointer: UnsafeRawPointer, type: ObjectIdentifier, reply: (any ReplyTarget)?, cell: ActorCell
+        _ message: borrowing ErasedMessage, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
-        guard let handler = table.handler(for: type) else { return nil }
-        return handler(instance, pointer, reply, cell)
+        guard let handler = table.handler(for: message.type) else { return nil }
+        return handler(message, reply, cell)
     }
 
     package override func receive(
-        manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?, cell: ActorCell
+        manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
         guard let handler = table.decodingHandler(for: manifest) else { return nil }
-        return handler(instance, payload, reply, cell)
+        return handler(payload, reply, cell)
     }
 }

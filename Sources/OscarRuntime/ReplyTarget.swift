@@ -16,8 +16,9 @@ package protocol ReplyTarget: AnyObject, Sendable {
     func arm(on loop: EventLoop)
     func succeed<R: Encodable & Sendable>(_ value: R)
     func fail(_ error: AskError)
-    /// Completes from a reply or failure frame, decoding the payload.
-    func complete(_ kind: EncodedOutcome, payload: UnsafeRawBufferPointer, decoder: CBORDecoder)
+    /// Completes from a reply or failure frame, decoding the payload. The
+    /// bytes are only borrowed: a target that completes later copies them.
+    func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder)
     /// Set when the ask waits on another node: told when the ask completes,
     /// so that node's table of waiting asks forgets it.
     func waitOn(_ table: any PendingAskTable, correlation: UInt64)
@@ -65,8 +66,10 @@ package protocol PendingAskTable: AnyObject {
 /// an actor on another node.
 package protocol MessageTarget: AnyObject, Sendable {
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?)
-    /// Delivers a message that arrived encoded; the bytes are only borrowed.
-    func deliverEncoded(manifest: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, reply: (any ReplyTarget)?)
+    /// Delivers a message that arrived encoded; the bytes are only borrowed
+    /// (a span cannot escape the call), so a target that keeps the message
+    /// copies them.
+    func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?)
     /// True for an actor on another node (watched through membership).
     var isRemote: Bool { get }
 }

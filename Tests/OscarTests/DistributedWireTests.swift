@@ -32,8 +32,8 @@ import Testing
                 ]))
         for read in [
             try CBORDecoder().decode(DistributedCall.self, from: bytes),
-            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
-            try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "$sOther") },
+            try DistributedCall(cbor: bytes.span.bytes, knownTarget: call.target),
+            try DistributedCall(cbor: bytes.span.bytes, knownTarget: "$sOther"),
         ] {
             #expect(read.target == call.target && read.generics == [] && read.arguments == call.arguments)
         }
@@ -99,7 +99,7 @@ import Testing
             if outer { bytes.append(0xff) }
             for read in [
                 try CBORDecoder().decode(DistributedCall.self, from: bytes),
-                try bytes.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: call.target) },
+                try DistributedCall(cbor: bytes.span.bytes, knownTarget: call.target),
             ] {
                 #expect(read.target == call.target && read.generics == Array(generics))
                 var decoder = try ClusterInvocationDecoder(call: read, decoder: CBORDecoder())
@@ -111,10 +111,10 @@ import Testing
             if outer {
                 let extra = Array(bytes.dropLast()) + [0x00, 0xff]
                 #expect(throws: CBORError.self) {
-                    try extra.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                    try DistributedCall(cbor: extra.span.bytes, knownTarget: nil)
                 }
                 #expect(throws: CBORError.self) {
-                    try Array(bytes.dropLast()).withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: nil) }
+                    try DistributedCall(cbor: Array(bytes.dropLast()).span.bytes, knownTarget: nil)
                 }
             }
         }
@@ -180,7 +180,7 @@ import Testing
         for i in 0..<20_000 {
             if i % 1_000 == 0 { await Task.yield() }
             let input = FuzzTests.mutate(corpus[i % corpus.count], &rng)
-            if (try? input.withUnsafeBytes { try DistributedCall(cbor: $0, knownTarget: "x") }) != nil { read += 1 }
+            if (try? DistributedCall(cbor: input.span.bytes, knownTarget: "x")) != nil { read += 1 }
             if let call = try? CBORDecoder().decode(DistributedCall.self, from: input),
                 var decoder = try? ClusterInvocationDecoder(call: call, decoder: CBORDecoder())
             {
