@@ -48,6 +48,7 @@ echo "== architecture and API checks"
 bounded "dependency matrix" 60 python3 Cluster/scripts/dependency-matrix.py --check docs/ARCHITECTURE.md
 bounded "public API" 60 Cluster/scripts/public-api.sh --check
 bounded "default product" 60 python3 Cluster/scripts/product-closure.py
+bounded "unsafe code in the bottom files" 60 Cluster/scripts/unsafe-audit.sh
 
 echo "== swift test"
 bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \

@@ -29,9 +29,10 @@ allowed_files=(
   Sources/OscarRemote/Association.swift
   Sources/OscarRemote/SocketAddress.swift
   Sources/OscarRemote/HostResolver.swift
-  # The management HTTP server's libuv TCP handles (until it moves down to
-  # the transport, with the path updated here).
-  Sources/OscarCluster/HTTPServer.swift
+  # The byte-stream server and connections the management endpoint's HTTP
+  # runs on: libuv TCP handles, read buffers and write requests.
+  Sources/OscarRemote/StreamServer.swift
+  Sources/OscarRemote/StreamConnection.swift
   # The CBOR codec's reader, decoder and writer over byte buffers, and
   # where borrowed spans meet them.
   Sources/OscarCBOR/CBORReader.swift
@@ -58,7 +59,7 @@ justified=(
   'Sources/OscarRuntime/PendingAsk.swift|UnsafeContinuation<|an ask resumes exactly once (its completed flag decides races); the checked kind allocates per ask'
   'Sources/OscarRuntime/ActorRef.swift|withUnsafeContinuation { (continuation: PendingAsk<M.Reply>|the continuation is a PendingAsk, which resumes exactly once'
   'Sources/OscarRuntime/ActorRef.swift|withUnsafeContinuation { (continuation: PendingAsk<CBORValue>|the continuation is a PendingAsk, which resumes exactly once'
-  'Sources/OscarBase/Log.swift|bytes.withUnsafeMutableBytes { Glibc.write(2|one write(2) per log line, so lines from several threads do not interleave'
+  'Sources/OscarBase/OscarLog.swift|bytes.withUnsafeMutableBytes { Glibc.write(2|one write(2) per log line, so lines from several threads do not interleave'
 )
 
 is_allowed_file() {
