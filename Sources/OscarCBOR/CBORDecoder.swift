@@ -8,6 +8,7 @@ import OscarBase
 /// the bytes left, nesting is limited (`CBORReader.maxDepth`), a decoded map
 /// with two equal keys is refused, and a failure is a `CBORError`: bytes
 /// from the network never trap the decoder.
+@usableFromInline
 package struct CBORDecoder: Sendable {
     /// Made available to `init(from:)` as `decoder.userInfo`; `ActorRef`
     /// reads its `ActorSystem` from here.

@@ -17,6 +17,7 @@ import Synchronization
 ///   the actor resumes, restarts (status `restarting` while it backs off; the
 ///   mailbox keeps filling and nothing is handled), or stops. The failed
 ///   message itself is never handled again.
+@usableFromInline
 package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     enum Status { case idle, running, suspended, restarting, stopped }
 
@@ -364,6 +365,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     /// Fails the ask (or logs the tell) whose reaction threw; the reaction
     /// then reports `.failed`, and supervision decides what follows.
+    @usableFromInline
     func reactionFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         if let reply {
             reply.fail(.handlerFailed(String(describing: error)))

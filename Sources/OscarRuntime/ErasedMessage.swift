@@ -11,10 +11,11 @@
 ///
 /// Invariants: the message is only lent (noncopyable and borrowed, the view
 /// cannot outlive `lend`), and it is read only as the type it was lent as.
+@usableFromInline
 package struct ErasedMessage: ~Copyable {
     /// The message's type.
-    package let type: ObjectIdentifier
-    private let pointer: UnsafeRawPointer
+    @usableFromInline package let type: ObjectIdentifier
+    @usableFromInline let pointer: UnsafeRawPointer
 
     private init(type: ObjectIdentifier, pointer: UnsafeRawPointer) {
         self.type = type
@@ -34,7 +35,7 @@ package struct ErasedMessage: ~Copyable {
     /// The message, as the type it was lent as. Asking for another type is a
     /// bug in the reaction table (reactions are found by this type), never a
     /// matter of input, so it traps.
-    @inline(__always)
+    @inlinable @inline(__always)
     package func read<M: Message>(_: M.Type) -> M {
         precondition(type == ObjectIdentifier(M.self), "a reaction for \(M.self) was lent another message type")
         return pointer.assumingMemoryBound(to: M.self).pointee

@@ -15,6 +15,7 @@ import Synchronization
 /// `@unchecked Sendable`: the mutable state below is loop-confined; the only
 /// cross-thread entry points are `execute`/`submit` (through the locked inbox)
 /// and `shutdown`.
+@usableFromInline
 package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Position of this loop in its group.
     public let index: Int

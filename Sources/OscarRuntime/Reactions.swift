@@ -12,7 +12,8 @@ import OscarCBOR
 public struct Reactions<A: Reactor> {
     /// Not generic on purpose: an array of a generic function type makes the
     /// runtime look up that type's metadata on every access.
-    package typealias Handler = (borrowing ErasedMessage, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+    @usableFromInline package typealias Handler = (borrowing ErasedMessage, (any ReplyTarget)?, ActorCell) ->
+        ReactionOutcome
 
     /// Decodes a message that arrived encoded, then runs its reaction. Built
     /// per message type, so the receiver needs no global type registry: the
@@ -20,7 +21,7 @@ public struct Reactions<A: Reactor> {
     typealias DecodingHandler = (RawSpan, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
     /// The instance the reactions run on.
-    private let actor: A
+    @usableFromInline let actor: A
     private var types: [ObjectIdentifier] = []
     private var handlers: [Handler] = []
     private var manifests: [[UInt8]] = []
@@ -29,6 +30,11 @@ public struct Reactions<A: Reactor> {
     package init(for actor: A) { self.actor = actor }
 
     /// A *void* reaction: do the work, reply nothing (an ask gets `Done()`).
+    ///
+    /// Inlinable, as `on(_:result:)` is: the reaction closure is then
+    /// specialized for `A` and `M` in the application's module, not run
+    /// generically through witness tables on every message.
+    @inlinable
     public mutating func on<M: Message>(_: M.Type, do body: @escaping (A, M) throws -> Void)
     where M.Reply == Done {
         let actor = self.actor
@@ -46,6 +52,7 @@ public struct Reactions<A: Reactor> {
     }
 
     /// A *result* reaction: return the reply at once.
+    @inlinable
     public mutating func on<M: Message>(_: M.Type, result body: @escaping (A, M) throws -> M.Reply) {
         let actor = self.actor
         add(M.self) { erased, reply, cell in
@@ -89,7 +96,8 @@ public struct Reactions<A: Reactor> {
         }
     }
 
-    private mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
+    @usableFromInline
+    mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
         let decoding: DecodingHandler = { payload, reply, cell in
             let message: M
             do {
@@ -130,6 +138,7 @@ public struct Reactions<A: Reactor> {
 
 /// How a reaction ended: `failed` when it threw (its ask has been failed
 /// already, and supervision decides what the actor does next).
+@usableFromInline
 package enum ReactionOutcome { case finished, failed, suspended }
 
 /// A running future reaction: holds the instance until the reaction's task ends.

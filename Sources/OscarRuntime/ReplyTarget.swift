@@ -2,6 +2,7 @@ import OscarBase
 import OscarCBOR
 
 /// What an encoded outcome holds: the reply value, or an `AskError`.
+@usableFromInline
 package enum EncodedOutcome: Sendable {
     case reply, failure
 }
@@ -10,6 +11,7 @@ package enum EncodedOutcome: Sendable {
 ///
 /// Generic over the reply value so that a remote target can encode it without
 /// any type registry.
+@usableFromInline
 package protocol ReplyTarget: AnyObject, Sendable {
     /// Starts the timeout on the loop that will produce the reply. Called once
     /// the message is in the recipient's loop; later calls do nothing.
@@ -58,6 +60,7 @@ package func refuseMessage(
 }
 
 /// Where asks to another node wait for their replies (one per connection).
+@usableFromInline
 package protocol PendingAskTable: AnyObject {
     func forget(_ correlation: UInt64)
 }

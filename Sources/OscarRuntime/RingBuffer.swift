@@ -1,21 +1,21 @@
 /// A growable FIFO ring buffer: O(1) append and removal at the front, with no
 /// allocation once it has reached its working size. Mailboxes use it.
-package struct RingBuffer<Element> {
+struct RingBuffer<Element> {
     private var storage: [Element?] = []
     private var head = 0
-    package private(set) var count = 0
+    private(set) var count = 0
 
-    package init() {}
+    init() {}
 
-    package var isEmpty: Bool { count == 0 }
+    var isEmpty: Bool { count == 0 }
 
-    package mutating func append(_ element: Element) {
+    mutating func append(_ element: Element) {
         if count == storage.count { grow() }
         storage[(head + count) & (storage.count - 1)] = element
         count += 1
     }
 
-    package mutating func popFirst() -> Element? {
+    mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = storage[head].take()
         head = (head + 1) & (storage.count - 1)
@@ -23,7 +23,7 @@ package struct RingBuffer<Element> {
         return element
     }
 
-    package mutating func removeAll() -> [Element] {
+    mutating func removeAll() -> [Element] {
         var all: [Element] = []
         all.reserveCapacity(count)
         while let e = popFirst() { all.append(e) }
