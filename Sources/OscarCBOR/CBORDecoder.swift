@@ -117,12 +117,12 @@ package struct CBORDecoder: Sendable {
 /// A decoding object kept by one thread (see `CBORDecoder.reusable`).
 final class ReusableDecoding: @unchecked Sendable {
     package let decoding: CBORDecoding
-    package var busy = false
+    @exclusivity(unchecked) package var busy = false
     init(_ decoding: CBORDecoding) { self.decoding = decoding }
 }
 
 package final class CBORDecoding: Decoder {
-    package private(set) var bytes: UnsafeRawBufferPointer
+    @exclusivity(unchecked) package private(set) var bytes: UnsafeRawBufferPointer
     package let info: [CodingUserInfoKey: any Sendable]
     // One decode runs on one thread, start to end: these are not checked for
     // exclusivity at run time (the checks cost more than the accesses).
@@ -584,8 +584,8 @@ package final class CBORDecoding: Decoder {
         package var isAtEnd: Bool { cursor.atEnd }
 
         final class Cursor {
-            package var index = 0
-            package var position: Int
+            @exclusivity(unchecked) package var index = 0
+            @exclusivity(unchecked) package var position: Int
             var atEnd = false
             init(_ position: Int) { self.position = position }
         }

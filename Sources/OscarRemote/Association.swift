@@ -31,7 +31,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private unowned(unsafe) let transport: Transport
     private var loop: EventLoop { transport.ioLoop }
 
-    package private(set) var connection: Connection?
+    @exclusivity(unchecked) package private(set) var connection: Connection?
     private var connecting: Connection?
     private(set) var peerUID: UInt64 = 0
     /// Loop-confined; not checked for exclusivity at run time, which cost a

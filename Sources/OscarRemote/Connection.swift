@@ -22,11 +22,11 @@ package final class Connection: @unchecked Sendable {
     private var handshake: Handshake
     private let buffer: FrameBuffer
     private var preambleSeen = false
-    package private(set) var state = State.connecting
+    @exclusivity(unchecked) package private(set) var state = State.connecting
     /// Reached `established` at some point (still true once closed): the
     /// transport counts connections still in their handshake.
     private(set) var wasEstablished = false
-    package private(set) var peer: NodeAddress?
+    @exclusivity(unchecked) package private(set) var peer: NodeAddress?
     private var handshakeTimer: LoopTimer?
     /// The association this connection serves. Strong, and cleared when the
     /// connection closes (the association is told once, then forgotten), so

@@ -28,15 +28,15 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     package let loop: EventLoop
     private let server: StreamServer
     private let tcp: UnsafeMutablePointer<uv_tcp_t>
-    package var handler: (any StreamHandler)?
-    package private(set) var isClosed = false
+    @exclusivity(unchecked) package var handler: (any StreamHandler)?
+    @exclusivity(unchecked) package private(set) var isClosed = false
     /// libuv reads into this; the bytes are copied out, so no array
     /// storage pointer escapes to libuv.
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 << 10, alignment: 1)
 
     // MARK: - TimerEntry
-    package var timerDeadline: UInt64 = 0
-    package var timerSlot = -1
+    @exclusivity(unchecked) package var timerDeadline: UInt64 = 0
+    @exclusivity(unchecked) package var timerSlot = -1
 
     init(server: StreamServer) {
         self.server = server

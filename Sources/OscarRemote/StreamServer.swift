@@ -37,7 +37,7 @@ package final class StreamServer: @unchecked Sendable {
     private let fd: Int32
     private var delegate: (any StreamServerDelegate)?
     private var listener: UnsafeMutablePointer<uv_tcp_t>?
-    package private(set) var openConnections = 0
+    @exclusivity(unchecked) package private(set) var openConnections = 0
 
     /// Binds host:port at once, so the caller knows the port (and a bad
     /// address is an error here, not a log line); `start` begins accepting.

@@ -19,8 +19,8 @@ package protocol TimerEntry: AnyObject {
 
 /// A cancellable one-shot timer with a closure body.
 package final class LoopTimer: TimerEntry {
-    package var timerDeadline: UInt64 = 0
-    package var timerSlot = -1
+    @exclusivity(unchecked) package var timerDeadline: UInt64 = 0
+    @exclusivity(unchecked) package var timerSlot = -1
     private var body: (() -> Void)?
 
     package init(_ body: @escaping () -> Void) { self.body = body }

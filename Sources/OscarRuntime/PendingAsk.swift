@@ -13,8 +13,8 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     /// resume, and the checked kind allocates a canary object per ask.
     package typealias Continuation = UnsafeContinuation<Result<R, AskError>, Never>
 
-    package var timerDeadline: UInt64 = 0
-    package var timerSlot = -1
+    @exclusivity(unchecked) package var timerDeadline: UInt64 = 0
+    @exclusivity(unchecked) package var timerSlot = -1
     private let deadline: UInt64
     private let timeout: Duration
     private let recipient: ActorAddress
