@@ -83,7 +83,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     // MARK: - Delivery
 
-    package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+    @usableFromInline package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         if loop.inEventLoop, canHandOff() {
             // Direct hand-off: the actor is idle and nothing waits before this
             // message, so handling it now is exactly what the mailbox would do next.
@@ -98,7 +98,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// Delivers a message that arrived from another node, still encoded. The
     /// bytes are only borrowed: they are decoded in place when the actor can
     /// take the message now, and copied into the mailbox otherwise.
-    package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
+    @usableFromInline package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
         if loop.inEventLoop, canHandOff() {
             reply?.arm(on: loop)
             handleEncoded(manifest: manifest, payload: payload, reply: reply)

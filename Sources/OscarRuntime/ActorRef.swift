@@ -8,7 +8,7 @@ import OscarCBOR
 /// address, so it can travel inside a message and be replied to.
 public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     public let address: ActorAddress
-    package let target: (any MessageTarget)?
+    @usableFromInline package let target: (any MessageTarget)?
 
     package init(address: ActorAddress, target: (any MessageTarget)?) {
         self.address = address
@@ -16,6 +16,11 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     /// Sends a message one way: at most once, FIFO per sender. Never blocks.
+    ///
+    /// `tell` and `ask` are inlinable so that they are specialized for the
+    /// message type in the application's module: the send path then looks
+    /// up no generic metadata per message.
+    @inlinable
     public func tell<M: Message>(_ message: M) {
         guard let target else {
             OscarLog.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
@@ -26,6 +31,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Sends a message and waits for its reply, or for a typed error: exactly
     /// one outcome, at the latest when `timeout` has passed.
+    @inlinable
     public func ask<M: Message>(_ message: M, timeout: Duration = .seconds(5)) async throws(AskError) -> M.Reply {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address

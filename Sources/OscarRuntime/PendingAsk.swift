@@ -8,10 +8,11 @@ import Synchronization
 /// once armed it is touched only on the loop it was armed on, where the reply
 /// is produced and the timeout fires. Its timeout is an entry in that loop's
 /// timer heap, not a task or a libuv handle of its own.
+@usableFromInline
 final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @unchecked Sendable {
     /// Unsafe rather than checked: `completed` already guarantees exactly one
     /// resume, and the checked kind allocates a canary object per ask.
-    package typealias Continuation = UnsafeContinuation<Result<R, AskError>, Never>
+    @usableFromInline package typealias Continuation = UnsafeContinuation<Result<R, AskError>, Never>
 
     @exclusivity(unchecked) package var timerDeadline: UInt64 = 0
     @exclusivity(unchecked) package var timerSlot = -1
@@ -26,6 +27,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
     private var table: (any PendingAskTable)?
     private var correlation: UInt64 = 0
 
+    @usableFromInline
     init(_ continuation: Continuation, timeout: Duration, recipient: ActorAddress) {
         self.continuation = continuation
         self.timeout = timeout
@@ -33,13 +35,13 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
         self.deadline = EventLoop.deadline(after: timeout)
     }
 
-    package func arm(on loop: EventLoop) {
+    @usableFromInline package func arm(on loop: EventLoop) {
         guard armedLoop == nil, !completed.load(ordering: .acquiring) else { return }
         armedLoop = loop
         loop.arm(self, deadline: deadline)
     }
 
-    package func succeed<V: Encodable & Sendable>(_ value: V) {
+    @usableFromInline package func succeed<V: Encodable & Sendable>(_ value: V) {
         if let reply = value as? R {
             complete(.success(reply))
         } else if let reply = (value as? any ReplyConvertible)?.converted(to: R.self) as? R {
@@ -49,9 +51,9 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
         }
     }
 
-    package func fail(_ error: AskError) { complete(.failure(error)) }
+    @usableFromInline package func fail(_ error: AskError) { complete(.failure(error)) }
 
-    package func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
+    @usableFromInline package func complete(_ kind: EncodedOutcome, payload: RawSpan, decoder: CBORDecoder) {
         do {
             if kind == .reply {
                 complete(.success(try decoder.decode(R.self, from: payload)))
@@ -63,7 +65,7 @@ final class PendingAsk<R: Codable & Sendable>: ReplyTarget, TimerEntry, @uncheck
         }
     }
 
-    package func waitOn(_ table: any PendingAskTable, correlation: UInt64) {
+    @usableFromInline package func waitOn(_ table: any PendingAskTable, correlation: UInt64) {
         self.table = table
         self.correlation = correlation
     }

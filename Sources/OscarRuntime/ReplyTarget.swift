@@ -67,6 +67,7 @@ package protocol PendingAskTable: AnyObject {
 
 /// Something messages can be delivered to: one actor, a pool that routes, or
 /// an actor on another node.
+@usableFromInline
 package protocol MessageTarget: AnyObject, Sendable {
     func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?)
     /// Delivers a message that arrived encoded; the bytes are only borrowed
@@ -78,7 +79,7 @@ package protocol MessageTarget: AnyObject, Sendable {
 }
 
 extension MessageTarget {
-    package var isRemote: Bool { false }
+    @usableFromInline package var isRemote: Bool { false }
 }
 
 /// A local target that tells its watchers `Terminated` when it ends: an
