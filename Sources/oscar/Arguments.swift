@@ -9,7 +9,7 @@ struct Arguments {
     /// Options that take no value.
     static let booleanSwitches: Set<String> = [
         "json", "help", "quiet", "print-config", "check-config", "follow", "graceful", "netns", "list", "trace",
-        "supervise", "no-supervise", "crash",
+        "supervise", "no-supervise", "crash", "inject-faults",
     ]
 
     init(_ raw: ArraySlice<String>) throws(CLIError) {

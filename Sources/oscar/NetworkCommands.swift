@@ -59,6 +59,7 @@ enum NetworkCommands {
     static func node(_ args: inout Arguments) async throws(CLIError) {
         let supervision = try NodeSupervisor.policy(&args)
         let chaos = try ChaosNodeOptions(&args)
+        let injectFaults = args.has("inject-faults")
         let resolved = try configuration(&args)
         let config = resolved.configuration
         if args.has("print-config") {
@@ -86,8 +87,8 @@ enum NetworkCommands {
         let node: ClusterNode
         do {
             var settings = config.clusterSettings(secret: secret)
-            if chaos != nil {
-                // Only a chaos run's nodes take faults from outside.
+            if chaos != nil || injectFaults {
+                // Only a chaos run's nodes, or a test's, take faults from outside.
                 settings.injectFaults(with: FaultGate())
                 PlantedFault.plantFromEnvironment()
             }

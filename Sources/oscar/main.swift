@@ -26,7 +26,7 @@ let usage = """
       oscar cluster kill PORT [--graceful | --crash] [--dir D]
                                       SIGKILL one node and its supervisor (SIGTERM with --graceful;
                                       --crash: SIGKILL the node alone, and its supervisor restarts it)
-      oscar node [SETTINGS] [--config FILE] [--print-config] [--check-config]
+      oscar node [SETTINGS] [--config FILE] [--print-config] [--check-config] [--inject-faults]
                  [--supervise [--max-restarts 5] [--restart-window 60s] [--state-file F]]
                                       run a node hosting the demo actors (echo, counter, kv);
                                       SIGINT/SIGTERM/SIGHUP: leave the cluster gracefully, then stop.
@@ -35,7 +35,9 @@ let usage = """
                                       --supervise runs the node as a child and restarts it after a
                                       crash (non-zero exit or a signal), 1 s later, doubling to 30 s;
                                       it gives up after more than --max-restarts crashes within
-                                      --restart-window. --state-file: its pid and restart count
+                                      --restart-window. --state-file: its pid and restart count.
+                                      --inject-faults installs the test kit's fault gate (POST /faults,
+                                      /system/faults), as the nodes of 'oscar chaos' have; never in production
       oscar members [--node host:port] [--json] [--dir D]
                                       the member table as that node sees it
       oscar leave [--node host:port] [--dir D]

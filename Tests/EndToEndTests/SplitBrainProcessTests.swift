@@ -85,7 +85,7 @@ import Testing
         var nodes: [Int: OscarProcess] = [:]
         for p in ports {
             nodes[p] = try OscarProcess([
-                "node", "--port", "\(p)", "--loops", "1", "--seed", seeds, "--http-port", "0",
+                "node", "--port", "\(p)", "--loops", "1", "--seed", seeds, "--http-port", "0", "--inject-faults",
             ])
         }
         defer { nodes.values.forEach { kill($0.process.processIdentifier, SIGKILL) } }
