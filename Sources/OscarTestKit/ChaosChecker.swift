@@ -321,6 +321,11 @@ public struct ChaosChecker: Sendable {
             .view, .fault, .heal, .kill, .start, .stop, .exit, .pause, .resume, .removed, .nodeStart,
         ]
         let settle = UInt64(settings.settle.nanoseconds)
+        // Views are sampled every 200 ms, and a sample waits for the
+        // membership actor (up to 1 s): an activation younger than this may
+        // answer a change (a member unreachable for a moment) that no view
+        // has recorded yet, so it is judged only once it is this old.
+        let viewLag = UInt64(Duration.seconds(2).nanoseconds)
         var lastChange: UInt64 = 0
         var active: [String: [Active]] = [:]
         var reported: Set<String> = []
@@ -329,7 +334,8 @@ public struct ChaosChecker: Sendable {
         var unsettled: Set<String> = []
         for e in events {
             if e.t > lastChange + settle, unsettled.isEmpty {
-                for (key, list) in active where list.count > 1 && !reported.contains(key) {
+                for (key, list) in active
+                where list.count > 1 && !reported.contains(key) && list.allSatisfy({ $0.since + viewLag <= e.t }) {
                     reported.insert(key)
                     let sides = list.map { "on \($0.node) (since \(clock.at($0.since)))" }.joined(separator: " and ")
                     findings.append(
