@@ -1,6 +1,7 @@
 // W4 as an application writes it: its own module, public API only
 // (Cluster/bench/app-ab.sh builds it against two checkouts of Oscar).
 import Oscar
+
 struct Payload: Message {
     var i: Int64
     var s: String
@@ -15,15 +16,21 @@ final class Receiver: Reactor {
     var count: Int64 = 0
     static func reactions(_ r: inout Reactions<Receiver>) {
         r.on(Payload.self, do: { me, _ in me.count += 1 })
-        r.on(Flush.self, result: { me, _ in defer { me.count = 0 }; return me.count })
+        r.on(
+            Flush.self,
+            result: { me, _ in
+                defer { me.count = 0 }; return me.count
+            })
     }
 }
 final class Sender: Reactor {
     static func reactions(_ r: inout Reactions<Sender>) {
-        r.on(Start.self, future: { _, m in
-            for i in 1...m.count { m.receiver.tell(Payload(i: Int64(i), s: "abcdefghijklmnop")) }
-            return try await m.receiver.ask(Flush(), timeout: .seconds(60))
-        })
+        r.on(
+            Start.self,
+            future: { _, m in
+                for i in 1...m.count { m.receiver.tell(Payload(i: Int64(i), s: "abcdefghijklmnop")) }
+                return try await m.receiver.ask(Flush(), timeout: .seconds(60))
+            })
     }
 }
 let count = 10_000_000

@@ -17,7 +17,11 @@ final class Server: Reactor {
     static func reactions(_ r: inout Reactions<Server>) {
         r.on(Payload.self, do: { me, _ in me.count += 1 })
         r.on(Echo.self, result: { _, m in m.payload })
-        r.on(Flush.self, result: { me, _ in defer { me.count = 0 }; return me.count })
+        r.on(
+            Flush.self,
+            result: { me, _ in
+                defer { me.count = 0 }; return me.count
+            })
     }
 }
 func seconds(_ d: Duration) -> Double { let (s, a) = d.components; return Double(s) + Double(a) / 1e18 }
