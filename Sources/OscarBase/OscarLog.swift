@@ -50,11 +50,11 @@ public final class OscarLog: Sendable {
     public static let shared = OscarLog(level: .warning)
 
     private let threshold: Atomic<Int>
-    private let state = Mutex<(prefix: String, handler: any Handler)>(("", StandardErrorHandler()))
+    private let state: Mutex<(prefix: String, handler: any Handler)>
 
     public init(level: Level, handler: any Handler = StandardErrorHandler()) {
         threshold = Atomic(level.rawValue)
-        state.withLock { $0.handler = handler }
+        state = Mutex(("", handler))
     }
 
     /// The lowest level written.

@@ -163,7 +163,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         // Injected faults: a dropped frame never leaves (an ask waits as it
         // would for a frame lost on the network); a held one leaves later.
-        guard transport.frameFilter == nil || admitted(lane, from: start) else { return }
+        guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
     }
@@ -236,7 +236,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         case .ordinary: try appendOutcome(kind, correlation: correlation, to: &outbound, payload: payload)
         case .control: try appendOutcome(kind, correlation: correlation, to: &control, payload: payload)
         }
-        guard transport.frameFilter == nil || admitted(lane, from: start) else { return }
+        guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
     }
@@ -279,7 +279,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// Passes the frame appended to `lane` at `start` through the installed
     /// frame filter: true if it stays queued, false if it was dropped or
-    /// held back. Called only when there is a filter.
+    /// held back. Without a filter (production) it tests one optional.
     private func admitted(_ lane: Lane, from start: Int) -> Bool {
         guard let filter = transport.frameFilter else { return true }
         var fate = filter.outboundFate(to: node, bytes: count(lane) - start)

@@ -50,9 +50,6 @@ public struct FaultStatus: Codable, Sendable, Equatable {
 /// The rules of a fault gate, as a pure value: the gate asks it the fate of
 /// each frame, handing in the clock, so tests drive it without sockets.
 struct FaultRules {
-    /// What happens to one outbound frame.
-    typealias Fate = FrameFate
-
     /// The shaping of traffic to one peer (or, as `everyone`, to all).
     struct Shaping: Equatable {
         package var loss = 0.0
@@ -114,7 +111,7 @@ struct FaultRules {
         }
     }
 
-    mutating func outboundFate(to peer: String, bytes: Int, now: UInt64) -> Fate {
+    mutating func outboundFate(to peer: String, bytes: Int, now: UInt64) -> FrameFate {
         if blockedOut.contains(peer) {
             droppedOutbound += 1
             return .drop
