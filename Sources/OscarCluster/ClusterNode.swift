@@ -189,7 +189,7 @@ public final class ClusterNode: Sendable {
         for pool in system.clusterPools { hub.listen { pool.apply($0) } }
         for singleton in system.clusterSingletons {
             singleton.joinCluster()
-            hub.listen { singleton.apply($0) }
+            hub.listenView { singleton.apply(view: $0) }
         }
         let listings = receptionistListings
         if let receptionist = try? system.spawn(

@@ -18,12 +18,9 @@ import Synchronization
 ///   An inactive host holds messages (bounded) until it becomes active, or
 ///   passes them to the successor when it handed over.
 ///
-/// "Never twice": a member starts the instance only once every older member
-/// is gone: exited (it left, and stopped its instance when it saw itself
-/// leaving) or removed (downed and out). Unreachable or downed-but-present
-/// members still block it. So a hand-over waits for the old host, at the
-/// price of a gap: up to the failure-detection and downing bound after a
-/// crash.
+/// "Never twice": `SingletonPlacement` decides from this node's whole view
+/// after every change, and a member starts the instance only once every
+/// older member is gone.
 package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     package let name: String
     /// Weak, and checked at each use: the system owns the singleton, and a
@@ -38,8 +35,8 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     static let bufferLimit = 1_000
 
     private struct State {
-        /// Members by uid, with what this node knows of them.
-        var members: [UInt64: Member] = [:]
+        /// This node's view after the last change: current members, every status.
+        var view: [Member] = []
         var active: ActorCell?
         var held: [Held] = []
         var proxyHeld: [Held] = []
@@ -78,34 +75,31 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     /// first message.
     func joinCluster() { state.withLock { $0.clusterAware = true } }
 
+    /// Whether this node runs the instance now.
+    package var isHosting: Bool { state.withLock { $0.active != nil } }
+
     // MARK: - Membership
 
-    package func apply(_ event: ClusterEvent) {
-        state.withLock { s in
-            s.clusterAware = true
-            switch event {
-            case .memberUp(let m): s.members[m.uid] = m
-            case .memberLeft(let m), .memberDowned(let m), .unreachable(let m), .reachable(let m):
-                if var known = s.members[m.uid] {
-                    known.status = m.status
-                    s.members[m.uid] = known
-                }
-            case .memberExited(let m), .memberRemoved(let m):
-                s.members.removeValue(forKey: m.uid)
-            case .memberJoined, .leaderChanged: break
-            }
-        }
+    /// Follows this node's view: stops the instance once this node is no
+    /// longer up (leaving, downed, removed) or, against the rule, finds an
+    /// older member present; starts it once the rule allows.
+    package func apply(view: [Member]) {
         let me = node.uid
-        let leaving = state.withLock { s in s.members[me].map { $0.status != .up } ?? false }
-        if leaving { deactivate() } else { activateIfOldest() }
-        flushProxy()
-    }
-
-    /// The oldest up member: the one that should host.
-    private func oldest(_ s: State) -> Member? {
-        s.members.values.filter { $0.status == .up }.min {
-            ($0.upNumber, $0.node.host, $0.node.port) < ($1.upNumber, $1.node.host, $1.node.port)
+        let (mayHost, mustStop) = state.withLock { s in
+            s.clusterAware = true
+            s.view = view
+            let mayHost = SingletonPlacement.mayHost(me, in: view)
+            return (mayHost, s.active != nil && !mayHost)
         }
+        if mustStop {
+            if view.contains(where: { $0.uid == me && $0.status == .up }) {
+                OscarLog.shared.error("cluster singleton \(name): an older member is in the view; this instance stops")
+            }
+            deactivate()
+        } else if mayHost {
+            activateIfOldest()
+        }
+        flushProxy()
     }
 
     private func activateIfOldest() {
@@ -113,12 +107,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
         let (cell, held): (ActorCell?, [Held]) = state.withLock { s in
             guard s.active == nil else { return (nil, []) }
             let me = node.uid
-            if s.clusterAware {
-                guard let mine = s.members[me], mine.status == .up, oldest(s)?.uid == me else { return (nil, []) }
-                // Every member older than this one must be gone, not merely leaving or unreachable.
-                let blocked = s.members.values.contains { $0.uid != me && $0.upNumber < mine.upNumber }
-                guard !blocked else { return (nil, []) }
-            }
+            if s.clusterAware, !SingletonPlacement.mayHost(me, in: s.view) { return (nil, []) }
             let cell = ActorCell(
                 address: hostAddress, loop: system.loops.next(), capacity: system.settings.mailboxCapacity,
                 system: system, supervision: supervision, factory: make)
@@ -146,7 +135,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     private func currentHost() -> ActorAddress? {
         state.withLock { s in
             guard s.clusterAware else { return hostAddress }
-            return oldest(s).map { m in
+            return SingletonPlacement.host(in: s.view).map { m in
                 ActorAddress(node: m.uid == node.uid ? node : m.node, path: "/user/\(name)/instance")
             }
         }

@@ -144,12 +144,16 @@ final class MembershipShell: Reactor {
 
     /// The members last published as placeable (up and reachable).
     private var placeable: [UInt64] = []
+    /// The view last published: current members, every status.
+    private var view: [Member] = []
 
     private func apply(_ action: MembershipCore.Action) {
         let directives = engine.send(action)
-        let (nowPlaceable, me) = engine.withState { s in
+        let (nowPlaceable, me, nowView) = engine.withState { s in
             let gossip = s.gossip
-            return (gossip.current.filter { $0.status == .up && !gossip.unreachable.contains($0.uid) }, s.me)
+            return (
+                gossip.current.filter { $0.status == .up && !gossip.unreachable.contains($0.uid) }, s.me, gossip.current
+            )
         }
         if nowPlaceable.map(\.uid) != placeable {
             placeable = nowPlaceable.map(\.uid)
@@ -175,6 +179,10 @@ final class MembershipShell: Reactor {
                 events.requestShutdown(reason)
             }
         }
+        if nowView != view {
+            view = nowView
+            events.publishView(nowView)
+        }
     }
 
     private func send(_ kind: Wire.Kind, to node: NodeAddress, _ context: ActorContext) {
@@ -193,6 +201,7 @@ final class ClusterEventHub: Sendable {
         var finished = false
         var placeable: [Member] = []
         var placeableListeners: [@Sendable ([Member]) -> Void] = []
+        var viewListeners: [@Sendable ([Member]) -> Void] = []
     }
     private let state = Mutex(State())
 
@@ -230,6 +239,19 @@ final class ClusterEventHub: Sendable {
             s.placeableListeners.append(body)
             body(s.placeable)
         }
+    }
+
+    /// After every change, the whole view: current members, every status.
+    func publishView(_ members: [Member]) {
+        for listen in state.withLock({ $0.viewListeners }) { listen(members) }
+    }
+
+    /// Calls `body` with this node's whole view after every change, on the
+    /// membership's loop, after that change's events: for parts that decide
+    /// from the view as a whole (a cluster singleton), not from events one
+    /// at a time.
+    package func listenView(_ body: @escaping @Sendable ([Member]) -> Void) {
+        state.withLock { $0.viewListeners.append(body) }
     }
 
     /// Calls `body` with every event, in order, on the membership's loop,

@@ -122,16 +122,11 @@ public struct ClusterSimulator {
         return status == .up || status == .leaving
     }
 
-    /// Node `i` would run a cluster singleton, by the rule `ClusterSingleton`
-    /// follows: it is up and no older member (a smaller up number) is still
-    /// current in its view, whatever that member's status, except exiting.
+    /// Node `i` would run a cluster singleton: it serves, and its view
+    /// passes the rule `ClusterSingleton` itself follows
+    /// (`SingletonPlacement.mayHost`).
     public func hostsSingleton(_ i: Int) -> Bool {
-        guard isServing(i), states[i].myStatus == .up else { return false }
-        let view = states[i].gossip
-        guard let mine = view.members[states[i].me.uid]?.upNumber, mine > 0 else { return false }
-        return !view.current.contains { m in
-            m.uid != states[i].me.uid && m.upNumber > 0 && m.upNumber < mine && m.status != .exiting
-        }
+        isServing(i) && SingletonPlacement.mayHost(states[i].me.uid, in: states[i].gossip.current)
     }
 
     /// Whether node `i` is started and running (not killed, not stopped).

@@ -264,17 +264,35 @@ struct WhereAreYou: Message {
 }
 
 /// Counts running instances across the nodes of one process: the
-/// "never twice" check.
+/// "never twice" check. It keeps a history (starts, stops and each node's
+/// membership events) that a failed check prints.
 final class SingletonCensus: Sendable {
-    private let state = Mutex((running: 0, most: 0, starts: 0))
-    func start() {
+    private let state = Mutex((running: 0, most: 0, starts: 0, history: [String]()))
+    private let clock = ContinuousClock()
+    private let origin = ContinuousClock.now
+    func start(on port: Int) {
         state.withLock {
             $0.running += 1; $0.most = max($0.most, $0.running); $0.starts += 1
         }
+        note("\(port) starts the instance")
     }
-    func stop() { state.withLock { $0.running -= 1 } }
+    func stop(on port: Int) {
+        state.withLock { $0.running -= 1 }
+        note("\(port) stops the instance")
+    }
+    func note(_ line: String) {
+        let at = (clock.now - origin).inSeconds
+        state.withLock { $0.history.append("\(Int(at * 1000)) ms: \(line)") }
+    }
+    /// Records `node`'s membership events until it stops.
+    func follow(_ node: ClusterNode) -> Task<Void, Never> {
+        let (events, port) = (node.events, node.address.port)
+        return Task { for await event in events { self.note("\(port) sees \(event)") } }
+    }
     var most: Int { state.withLock { $0.most } }
+    var running: Int { state.withLock { $0.running } }
     var starts: Int { state.withLock { $0.starts } }
+    var history: String { state.withLock { $0.history.joined(separator: "\n") } }
 }
 
 final class CountedSingleton: Reactor {
@@ -283,9 +301,9 @@ final class CountedSingleton: Reactor {
     init(census: SingletonCensus) { self.census = census }
     func started(_ context: ActorContext) {
         port = context.node.port
-        census.start()
+        census.start(on: port)
     }
-    func stopped() { census.stop() }
+    func stopped() { census.stop(on: port) }
     static func reactions(_ r: inout Reactions<CountedSingleton>) {
         r.on(WhereAreYou.self, result: { me, _ in me.port })
     }
@@ -317,6 +335,8 @@ final class CountedSingleton: Reactor {
         let a = try Self.node(census: census)
         let others = try (0..<3).map { _ in try Self.node(seeds: [a.address], census: census) }
         defer { (others + [a]).forEach { $0.shutdown() } }
+        let followers = (others + [a]).map(census.follow)
+        defer { followers.forEach { $0.cancel() } }
         let fourUp = await eventually(timeout: .seconds(15)) {
             ((try? await others[2].membership())?.members ?? []).filter { $0.status == .up }.count == 4
         }
@@ -352,8 +372,8 @@ final class CountedSingleton: Reactor {
             (try? await proxyOn(last).ask(WhereAreYou(), timeout: .seconds(2))) == third.address.port
         }
         #expect(movedAgain, "moved to the next oldest after the kill")
-        #expect(census.most == 1, "never two instances at once")
-        #expect(census.starts == 3)
+        #expect(census.most == 1, "never two instances at once:\n\(census.history)")
+        #expect(census.starts == 3, "one start per host:\n\(census.history)")
     }
 }
 
