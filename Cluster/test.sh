@@ -59,6 +59,12 @@ bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \
 echo "== documentation (Cluster/scripts/docc.sh)"
 bounded "documentation" 600 Cluster/scripts/docc.sh
 
+# An application of its own (Examples/Inventory, a separate package on Oscar
+# by path): built, then run as its README says, 3 nodes under `oscar cluster
+# up --exec`, every answer checked. Alone: it starts real processes.
+echo "== the example application (Cluster/scripts/example-inventory.sh)"
+bounded "example application" 600 Cluster/scripts/example-inventory.sh
+
 # The split-brain search keeps both cores busy for about half a minute:
 # alone, so the timing bounds of the other tests keep their margin.
 echo "== split-brain search on the simulator (a CI slice of oscar simulate --search)"

@@ -21,6 +21,9 @@ allowed_files=(
   # A message lent to its reaction with its type erased, read back only as
   # the type it was lent as.
   Sources/OscarRuntime/ErasedMessage.swift
+  # Process primitives a node runner needs: environ, file reads, a thread
+  # of its own for the parent-death signal, one write(2) to standard error.
+  Sources/OscarRuntime/ProcessControl.swift
   # The transport: sockets, frames, read buffers, addresses, name lookup.
   Sources/OscarRemote/Connection.swift
   Sources/OscarRemote/FrameBuffer.swift

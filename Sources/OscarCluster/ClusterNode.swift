@@ -135,6 +135,8 @@ public final class ClusterNode: Sendable {
 
     public let system: ActorSystem
     private let hub = ClusterEventHub()
+    /// What `retain` keeps until shutdown.
+    let retained = Mutex<[any AnyObject & Sendable]>([])
     /// The filter on this node's frames, when a test or chaos run installed
     /// one (`Settings.frameFilter`).
     package let frameFilter: (any FrameFilter)?
@@ -311,5 +313,6 @@ public final class ClusterNode: Sendable {
     public func shutdown() {
         http.withLock { $0?.close() }
         system.shutdown()
+        retained.withLock { $0.removeAll() }
     }
 }

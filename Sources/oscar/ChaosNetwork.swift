@@ -11,7 +11,7 @@ protocol ChaosNetwork: Sendable {
     var summary: String { get }
     /// The address of each node.
     func hosts(_ count: Int) -> [String]
-    func spawn(node: Int, _ arguments: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32
+    func spawn(node: Int, _ command: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32
     /// Kernel faults: true when applied here; false means "use the nodes'
     /// fault gates".
     func partition(_ groups: [[Int]]) -> Bool
@@ -27,8 +27,8 @@ protocol ChaosNetwork: Sendable {
 struct LoopbackNetwork: ChaosNetwork {
     var summary: String { "network faults through each node's fault gate" }
     func hosts(_ count: Int) -> [String] { Array(repeating: "127.0.0.1", count: count) }
-    func spawn(node: Int, _ arguments: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32 {
-        try LocalProcesses.spawnDetached(arguments, log: log, extraEnvironment: environment)
+    func spawn(node: Int, _ command: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32 {
+        try LocalProcesses.spawnDetached(command, log: log, extraEnvironment: environment)
     }
     func partition(_ groups: [[Int]]) -> Bool { false }
     func delay(node: Int, millis: Int, jitterMillis: Int) -> Bool { false }
@@ -110,9 +110,9 @@ final class NetnsChaos: ChaosNetwork {
 
     func hosts(_ count: Int) -> [String] { (0..<count).map(address) }
 
-    func spawn(node: Int, _ arguments: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32 {
+    func spawn(node: Int, _ command: [String], log: String, environment: [String: String]) throws(CLIError) -> Int32 {
         try LocalProcesses.spawnDetached(
-            arguments, log: log, extraEnvironment: environment, launcher: [Self.ip!, "netns", "exec", ns(node)])
+            command, log: log, extraEnvironment: environment, launcher: [Self.ip!, "netns", "exec", ns(node)])
     }
 
     func partition(_ groups: [[Int]]) -> Bool {

@@ -14,6 +14,9 @@ struct ChaosNodeOptions {
     let recorder: ChaosRecorder
     let settings: ChaosWorkload.Settings
 
+    /// The options above, which the node runner leaves to this type.
+    static let optionNames = ["chaos-history", "chaos-until", "chaos-seed", "chaos-stream-to"]
+
     /// Nil when the node is not in chaos mode.
     init?(_ args: inout Arguments) throws(CLIError) {
         guard let path = args.option("chaos-history") else { return nil }

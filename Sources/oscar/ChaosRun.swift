@@ -91,7 +91,7 @@ final class ChaosRun {
         print(title)
         print("nodes: \(nodes.map(\.name).joined(separator: ", ")); \(network.summary)")
         print("report directory: \(dir)")
-        NetworkCommands.onSignals([SIGINT, SIGTERM]) { [network] _ in
+        ProcessControl.onSignals([SIGINT, SIGTERM]) { [network] _ in
             FileStream.standardError.write("\ninterrupted: stopping every node\n")
             for pid in Self.children.withLock({ $0 }) {
                 kill(pid, SIGCONT)
@@ -151,7 +151,7 @@ final class ChaosRun {
         }
         do {
             let pid = try network.spawn(
-                node: i, arguments, log: "\(dir)/node-\(node.address.port).log",
+                node: i, [LocalProcesses.executable] + arguments, log: "\(dir)/node-\(node.address.port).log",
                 environment: ["OSCAR_SECRET": secret, "OSCAR_LOG_LEVEL": "info"])
             nodes[i].pid = pid
             nodes[i].paused = false

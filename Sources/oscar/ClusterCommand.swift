@@ -22,6 +22,10 @@ enum ClusterCommand {
         /// Nil in a directory written before supervision: not supervised.
         var supervised: Bool?
         var nodes: [Node]
+        /// The application's node binary (`--exec`), and the arguments it is
+        /// given after the node settings; nil: `oscar node` and its demo actors.
+        var exec: String?
+        var execArguments: [String]?
 
         func address(_ node: Node) -> NodeAddress { NodeAddress(host: host, port: node.port) }
     }
@@ -55,6 +59,12 @@ enum ClusterCommand {
         }
         let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
         let supervised = !args.has("no-supervise")
+        let exec = try args.option("exec").map(executablePath)
+        // After `--`: the application's own arguments.
+        let execArguments = Array(args.positionals.dropFirst())
+        if exec == nil, !execArguments.isEmpty {
+            throw .usage("unexpected arguments \(execArguments); an application's own go after --exec PATH --")
+        }
         // A secret given (flag, then environment) is the cluster's; else a new random one.
         var given = try ClusterSecret.fromFlags(&args)
         if given == nil { given = try ClusterSecret.fromEnvironment() }
@@ -70,7 +80,9 @@ enum ClusterCommand {
         if given == nil {
             print("a new random cluster secret is in \(secretFile); commands given --dir \(dir) use it")
         }
-        var state = State(host: "127.0.0.1", httpBasePort: httpBase, supervised: supervised, nodes: [])
+        var state = State(
+            host: "127.0.0.1", httpBasePort: httpBase, supervised: supervised, nodes: [], exec: exec,
+            execArguments: execArguments)
         let seed = NodeAddress(host: state.host, port: basePort)
         for i in 0..<count {
             let port = basePort + i
@@ -102,16 +114,36 @@ enum ClusterCommand {
 
     static func start(port: Int, seeds: [NodeAddress], state: State, dir: String) throws(CLIError) -> State.Node {
         let httpPort = state.httpBasePort.map { $0 + (port - (state.nodes.first?.port ?? port)) }
-        var arguments = ["node", "--port", "\(port)", "--bind-host", state.host, "--loops", "1"]
+        var arguments = ["--port", "\(port)", "--bind-host", state.host, "--loops", "1"]
         if !seeds.isEmpty { arguments += ["--seeds", seeds.map(\.description).joined(separator: ",")] }
         if let httpPort { arguments += ["--http-port", "\(httpPort)"] }
-        if state.supervised == true { arguments += ["--supervise", "--state-file", supervisorPath(dir, port)] }
+        let own = state.execArguments.map { $0.isEmpty ? [] : ["--"] + $0 } ?? []
+        let command: [String]
+        if state.supervised == true {
+            // `oscar node --supervise` runs the node (or --exec's program) as its child.
+            command =
+                [LocalProcesses.executable, "node"] + arguments
+                + ["--supervise", "--state-file", supervisorPath(dir, port)]
+                + (state.exec.map { ["--exec", $0] } ?? []) + own
+        } else {
+            command = (state.exec.map { [$0] } ?? [LocalProcesses.executable, "node"]) + arguments + own
+        }
         // The secret by file, so it is in no process's environment or arguments.
         let pid = try LocalProcesses.spawnDetached(
-            arguments, log: logPath(dir, port),
+            command, log: logPath(dir, port),
             extraEnvironment: ["OSCAR_SECRET_FILE": absolute(ClusterSecret.file(inClusterDirectory: dir))],
             removing: ["OSCAR_SECRET"])
         return State.Node(port: port, pid: pid, httpPort: httpPort)
+    }
+
+    /// `path` made absolute (the nodes run from elsewhere), if it names an
+    /// executable file.
+    static func executablePath(_ path: String) throws(CLIError) -> String {
+        let absolute = absolute(path)
+        guard access(absolute, X_OK) == 0 else {
+            throw .usage("--exec \(path): not an executable file (\(String(cString: strerror(errno))))")
+        }
+        return absolute
     }
 
     /// Waits until every running node sees every running node up and

@@ -7,24 +7,11 @@ import OscarTestKit
 /// a new one is made. There is no built-in default: a secret everybody can
 /// read in the source protects nothing.
 enum ClusterSecret {
-    /// The shortest secret accepted, in bytes. Whoever took part in or
-    /// watched one handshake holds an HMAC under the secret and can test
-    /// guesses against it offline, millions a second and without a log line;
-    /// a word or a short phrase falls to a dictionary at once, 16 random
-    /// bytes do not.
-    static let minimumBytes = 16
-
     /// The bytes `generate` draws from the kernel (printed as hex).
     static let generatedBytes = 32
 
-    /// The most a secret file may hold: a secret is short, and a path such
-    /// as /dev/zero must not be read for ever.
-    static let maximumFileBytes = 4096
-
     /// How to get a secret, for the messages that ask for one.
-    static let howToGetOne =
-        "'oscar secret > FILE' makes a random one (then --secret-file FILE or OSCAR_SECRET_FILE); "
-        + "'oscar cluster up' writes one to DIR/secret"
+    static var howToGetOne: String { NodeSecret.howToGetOne }
 
     /// The file `oscar cluster up` writes the secret to (mode 0600), read by
     /// every command given the same `--dir`.
@@ -69,46 +56,14 @@ enum ClusterSecret {
 
     // MARK: - Checking and reading
 
-    /// `secret` if it is long enough; otherwise a usage error naming where
-    /// it came from and why the minimum exists.
+    /// `NodeSecret.validated`, as a usage error.
     static func validated(_ secret: String, from source: String) throws(CLIError) -> String {
-        guard !secret.isEmpty else { throw .usage("the cluster secret from \(source) is empty; \(howToGetOne)") }
-        guard secret.utf8.count >= minimumBytes else {
-            throw .usage(
-                "the cluster secret from \(source) is \(secret.utf8.count) bytes; at least \(minimumBytes) are needed, "
-                    + "because a peer that sees one handshake can test guesses offline and finds a short or "
-                    + "dictionary secret in seconds; \(howToGetOne)")
-        }
-        return secret
+        do { return try NodeSecret.validated(secret, from: source) } catch { throw .usage("\(error)") }
     }
 
-    /// The secret in the file at `path`: its text without trailing
-    /// whitespace (so `oscar secret > FILE` works), at most
-    /// `maximumFileBytes`. Checked for length.
+    /// `NodeSecret.read`, as a usage error.
     static func read(file path: String, from source: String) throws(CLIError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw .usage("cannot read the secret file \(path) (from \(source)): \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: maximumFileBytes + 1)
-        var filled = 0
-        while filled < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
-            if n < 0, errno == EINTR { continue }
-            guard n >= 0 else {
-                throw .usage(
-                    "cannot read the secret file \(path) (from \(source)): \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            filled += n
-        }
-        guard filled <= maximumFileBytes else {
-            throw .usage("the secret file \(path) (from \(source)) is over \(maximumFileBytes) bytes; is it a secret?")
-        }
-        let text = String(decoding: bytes[..<filled], as: UTF8.self)
-        let trimmed = String(text.reversed().drop(while: \.isWhitespace).reversed())
-        return try validated(trimmed, from: "\(source) (\(path))")
+        do { return try NodeSecret.read(file: path, from: source) } catch { throw .usage("\(error)") }
     }
 
     // MARK: - Where a command finds it
@@ -143,45 +98,12 @@ enum ClusterSecret {
     /// `OSCAR_SECRET`, else the file named by `OSCAR_SECRET_FILE`; nil when
     /// neither is set (both set is an error: which one is meant?).
     static func fromEnvironment() throws(CLIError) -> String? {
-        let environment = ProcessInfoLite.environment
+        let environment = ProcessControl.environment
         let value = environment["OSCAR_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         let path = environment["OSCAR_SECRET_FILE"].flatMap { $0.isEmpty ? nil : $0 }
         if value != nil, path != nil { throw .usage("set OSCAR_SECRET or OSCAR_SECRET_FILE, not both") }
         if let value { return try validated(value, from: "OSCAR_SECRET") }
         if let path { return try read(file: path, from: "OSCAR_SECRET_FILE") }
         return nil
-    }
-
-    /// The secret of `oscar node`: `secret` or `secret-file`, whichever came
-    /// from the stronger source (flag, then environment, then config file).
-    /// None: a usage error that says how to get one.
-    static func forNode(_ resolved: NodeConfiguration.Resolved) throws(CLIError) -> String {
-        let config = resolved.configuration
-        let rank: [NodeConfiguration.Source: Int] = [.flag: 0, .environment: 1, .file: 2, .default: 3]
-        let valueSource = resolved.sources["secret"] ?? .default
-        let fileSource = resolved.sources["secret-file"] ?? .default
-        if let value = config.secret, let path = config.secretFile {
-            guard rank[valueSource] != rank[fileSource] else {
-                throw .usage("give the secret or a secret file, not both (both from \(valueSource.rawValue))")
-            }
-            return rank[valueSource, default: 3] < rank[fileSource, default: 3]
-                ? try validated(value, from: describe("secret", valueSource))
-                : try read(file: path, from: describe("secret-file", fileSource))
-        }
-        if let value = config.secret { return try validated(value, from: describe("secret", valueSource)) }
-        if let path = config.secretFile { return try read(file: path, from: describe("secret-file", fileSource)) }
-        throw .usage(
-            "oscar node needs the cluster secret: --secret-file FILE (or OSCAR_SECRET_FILE, or \"secret-file\" in "
-                + "--config), or --secret S (or OSCAR_SECRET); every node of a cluster uses the same one; "
-                + howToGetOne)
-    }
-
-    private static func describe(_ key: String, _ source: NodeConfiguration.Source) -> String {
-        switch source {
-        case .flag: "--\(key)"
-        case .environment: key == "secret" ? "OSCAR_SECRET" : "OSCAR_SECRET_FILE"
-        case .file: "the config file's \"\(key)\""
-        case .default: key
-        }
     }
 }

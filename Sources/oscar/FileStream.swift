@@ -1,4 +1,5 @@
 import Glibc
+import Oscar
 
 /// Writes to a file descriptor in one `write(2)` per call.
 struct FileStream {
@@ -51,20 +52,7 @@ struct FileStream {
     /// or one that never ends (`/dev/zero`), is refused with a usage error
     /// that says so, after reading `limit + 1` bytes, not for ever.
     static func read(_ path: String, atMost limit: Int) throws(CLIError) -> String {
-        guard let file = fopen(path, "rb") else {
-            throw .usage("cannot read '\(path)': \(String(cString: strerror(errno)))")
-        }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count <= limit {
-            let n = fread(&chunk, 1, min(chunk.count, limit + 1 - bytes.count), file)
-            if n == 0 { break }
-            bytes += chunk[..<n]
-        }
-        guard ferror(file) == 0 else { throw .usage("cannot read '\(path)': \(String(cString: strerror(errno)))") }
-        guard bytes.count <= limit else { throw .usage("'\(path)' is larger than the maximum of \(limit) bytes") }
-        return String(decoding: bytes, as: UTF8.self)
+        do { return try ProcessControl.readFile(path, atMost: limit) } catch { throw .usage("\(error)") }
     }
 
     /// A whole (small) file as UTF-8 text; nil when it cannot be read.
@@ -79,21 +67,5 @@ struct FileStream {
             bytes += chunk[..<n]
         }
         return ferror(file) == 0 ? String(decoding: bytes, as: UTF8.self) : nil
-    }
-}
-
-/// The process environment, without Foundation.
-enum ProcessInfoLite {
-    static var environment: [String: String] {
-        var out: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let eq = text.firstIndex(of: "=") {
-                out[String(text[..<eq])] = String(text[text.index(after: eq)...])
-            }
-            entry += 1
-        }
-        return out
     }
 }

@@ -15,32 +15,33 @@ enum LocalProcesses {
             ? String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
     }
 
-    /// Starts `arguments` with this executable, detached (its own session),
-    /// output appended to `log`, and `extraEnvironment` on top of ours,
-    /// without the variables named in `removing`. Returns the pid.
-    /// With a `launcher` (such as `ip netns exec NS`), that command runs
-    /// this executable; it must exec it, so the pid stays the node's.
+    /// Starts `command` (a program and its arguments; `oscar` itself is
+    /// `executable`), detached (its own session), output appended to `log`,
+    /// and `extraEnvironment` on top of ours, without the variables named in
+    /// `removing`. Returns the pid. With a `launcher` (such as `ip netns exec
+    /// NS`), that command runs the program; it must exec it, so the pid
+    /// stays the node's.
     static func spawnDetached(
-        _ arguments: [String], log: String, extraEnvironment: [String: String], removing: [String] = [],
+        _ command: [String], log: String, extraEnvironment: [String: String], removing: [String] = [],
         launcher: [String] = []
     ) throws(CLIError)
         -> Int32
     {
-        var environment = ProcessInfoLite.environment
+        var environment = ProcessControl.environment
         for name in removing { environment[name] = nil }
         for (k, v) in extraEnvironment { environment[k] = v }
         return try spawn(
-            launcher + [executable] + arguments, environment: environment, output: .file(log), detached: true)
+            launcher + command, environment: environment, output: .file(log), detached: true)
     }
 
-    /// Starts `arguments` with this executable as a supervised child, stdout
+    /// Starts `command` (a program and its arguments) as a supervised child, stdout
     /// and stderr into the descriptors `out` and `err`, in its own process
     /// group, so a terminal's Ctrl-C reaches only the supervisor, which
     /// forwards it once. Returns the pid.
     static func spawnChild(
-        _ arguments: [String], environment: [String: String], stdout out: Int32, stderr err: Int32
+        _ command: [String], environment: [String: String], stdout out: Int32, stderr err: Int32
     ) throws(CLIError) -> Int32 {
-        try spawn([executable] + arguments, environment: environment, output: .descriptors(out, err), detached: false)
+        try spawn(command, environment: environment, output: .descriptors(out, err), detached: false)
     }
 
     /// Where a child's stdout and stderr go.
@@ -114,55 +115,13 @@ enum LocalProcesses {
         return (fds[0], fds[1])
     }
 
-    /// Runs `body` on a thread of its own. `oscar node --supervise` starts
-    /// its children from one, because a child's parent-death signal fires
-    /// when the *thread* that started it ends, and a pool thread may end
-    /// whenever it is idle.
-    static func onOwnThread(_ body: @escaping @Sendable () -> Void) {
-        final class Body: Sendable {
-            let run: @Sendable () -> Void
-            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-        }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        let rc = pthread_create(
-            &thread, nil,
-            { raw in
-                guard let raw else { return nil }
-                Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
-                return nil
-            }, context)
-        if rc == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
-        }
-    }
-
-    /// For a node started by `oscar node --supervise`: it is killed when
-    /// its supervisor ends, however that ends, so it never runs on
-    /// unsupervised (or holds its port against the next one). False when
-    /// the supervisor has already gone.
-    /// The setting belongs to the thread that makes it and lapses when that
-    /// thread ends, so a thread of its own makes it and stays, parked.
-    static func dieWithSupervisor(_ supervisor: Int32) -> Bool {
-        let set = DispatchSemaphore(value: 0)
-        onOwnThread {
-            ProcessControl.setParentDeathSignal(SIGKILL)
-            set.signal()
-            while true { pause() }
-        }
-        set.wait()
-        return getppid() == supervisor
-    }
-
     /// Runs a short command (network set-up) to completion, its output
     /// discarded; its exit status.
     @discardableResult
     static func run(_ command: [String]) -> Int32 {
         guard
             let pid = try? spawn(
-                command, environment: ProcessInfoLite.environment, output: .file("/dev/null"), detached: true)
+                command, environment: ProcessControl.environment, output: .file("/dev/null"), detached: true)
         else { return -1 }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -180,7 +139,7 @@ enum LocalProcesses {
         }
         guard let cmdline = FileStream.readAll("/proc/\(pid)/cmdline") else { return false }
         let parts = cmdline.split(separator: "\0").map(String.init)
-        guard parts.contains("node"), let i = parts.firstIndex(of: "--port"), i + 1 < parts.count else { return false }
+        guard let i = parts.firstIndex(of: "--port"), i + 1 < parts.count else { return false }
         return parts[i + 1] == "\(port)"
     }
 

@@ -3,6 +3,7 @@ import Glibc
 import Oscar
 import OscarDemo
 import OscarTestKit
+import Synchronization
 
 /// `oscar node`, `oscar tell`, `oscar ask`.
 enum NetworkCommands {
@@ -32,123 +33,44 @@ enum NetworkCommands {
         return address
     }
 
-    /// Resolves `oscar node`'s configuration: flags, then `OSCAR_*`, then
-    /// `--config` (or `OSCAR_CONFIG`), then defaults.
-    static func configuration(_ args: inout Arguments) throws(CLIError) -> NodeConfiguration.Resolved {
-        var flags: [String: String] = [:]
-        for key in NodeConfiguration.reference.map(\.name) {
-            if let value = args.option(key) { flags[key] = value }
-        }
-        // Short forms kept from earlier releases.
-        if let seeds = args.option("seed") { flags["seeds"] = seeds }
-        if let host = args.option("host") { flags["bind-host"] = host }
-        let environment = ProcessInfoLite.environment
-        var file: (path: String, text: String)?
-        if let path = args.option("config") ?? environment["OSCAR_CONFIG"] {
-            let text = try FileStream.read(path, atMost: NodeConfiguration.maxFileSize)
-            file = (path, text)
-        }
-        try args.rejectUnknownOptions()
-        do {
-            return try NodeConfiguration.resolve(flags: flags, environment: environment, file: file)
-        } catch {
-            throw .usage("\(error)")
-        }
-    }
-
-    static func node(_ args: inout Arguments) async throws(CLIError) {
+    /// `oscar node`: the library's node runner (`ClusterNode.Runner`) with
+    /// the demo actors, plus what only the tool has: `--supervise` (the
+    /// runner as a supervised child), a chaos run's workload and history,
+    /// and `--inject-faults` (the test kit's fault gate).
+    static func node(_ args: inout Arguments, raw: [String]) async throws(CLIError) {
         let supervision = try NodeSupervisor.policy(&args)
         let chaos = try ChaosNodeOptions(&args)
-        let injectFaults = args.has("inject-faults")
-        let resolved = try configuration(&args)
-        let config = resolved.configuration
-        if args.has("print-config") {
-            print(resolved.printed)
-            return
-        }
-        // Checked before anything starts (and by --check-config): a node
-        // without a usable secret cannot join anything.
-        let secret = try ClusterSecret.forNode(resolved)
-        if args.has("check-config") {
-            print("configuration is valid")
-            return
-        }
         if let supervision {
-            exit(
-                await NodeSupervisor.run(
-                    NodeSupervisor.childArguments(Array(CommandLine.arguments.dropFirst())), policy: supervision))
+            exit(await NodeSupervisor.run(NodeSupervisor.childCommand(raw, policy: supervision), policy: supervision))
         }
-        if let supervisor = ProcessInfoLite.environment["OSCAR_SUPERVISOR_PID"].flatMap({ Int32($0) }),
-            !LocalProcesses.dieWithSupervisor(supervisor)
-        {
-            throw .failed("the supervisor (pid \(supervisor)) has gone; not starting")
+        let injectFaults = args.has("inject-faults") || chaos != nil
+        let workload = Mutex<Task<Void, Never>?>(nil)
+        var runner = ClusterNode.Runner(name: "oscar node", arguments: raw) { actors in
+            Demo.declare(in: &actors)
+            if let chaos { ChaosWorkload.declare(in: &actors, recorder: chaos.recorder) }
+        } started: { node in
+            let (system, greeter) = Demo.hostGreeter(on: node)  // the distributed demo actor, /user/greeter
+            node.retain(system)
+            node.retain(greeter)
+            workload.withLock { $0 = chaos?.start(on: system) }
         }
-        OscarLog.shared.level = config.logLevel
-        let node: ClusterNode
-        do {
-            var settings = config.clusterSettings(secret: secret)
-            if chaos != nil || injectFaults {
-                // Only a chaos run's nodes, or a test's, take faults from outside.
-                settings.injectFaults(with: FaultGate())
-                PlantedFault.plantFromEnvironment()
-            }
-            node = try ClusterNode(settings: settings) { actors in
-                Demo.declare(in: &actors)
-                if let chaos { ChaosWorkload.declare(in: &actors, recorder: chaos.recorder) }
-            }
-        } catch {
-            throw .failed("\(error)")
+        runner.banner = [
+            "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), "
+                + "/user/workers (Work: a pool across the cluster), /user/greeter (distributed: .greet, .add, .check)"
+        ]
+        runner.extraOptions = Set(ChaosNodeOptions.optionNames)
+        runner.extraSwitches = ["inject-faults"]
+        runner.adjust = { settings, _ in
+            // Only a chaos run's nodes, or a test's, take faults from outside.
+            guard injectFaults else { return }
+            settings.injectFaults(with: FaultGate())
+            PlantedFault.plantFromEnvironment()
         }
-        let (seeds, loops) = (config.seeds, config.loops)
-        OscarLog.shared.setPrefix("[\(node.address)]")
-        print(
-            "oscar node listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loop\(loops == 1 ? "" : "s"))"
-        )
-        print(
-            "actors: /user/echo (Echo, Sleep), /user/counter (Increment, GetCount), /user/kv (Put, Get), /user/workers (Work: a pool across the cluster), /user/greeter (distributed: .greet, .add, .check)"
-        )
-        if let management = node.managementPort {
-            print("management: http://\(config.httpHost):\(management)/members, /health, /metrics")
-        }
-        if seeds.isEmpty {
-            print("no seeds: this node forms a new cluster; others join with --seed \(node.address)")
-        } else {
-            print("joining through \(seeds.map(\.description).joined(separator: ", "))")
-        }
-        // Everything that can end the node arrives on one stream: a signal,
-        // membership removing it, or the bound on a graceful leave.
-        let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
-        let greeter = Demo.hostGreeter(on: node)  // the distributed demo actor, /user/greeter
-        let workload = chaos?.start(on: greeter.0)
-        node.onRemoved { reason in
-            chaos?.recorder.record(.removed, detail: reason)
-            OscarLog.shared.warning("leaving the cluster: \(reason)")
-            wake.yield(.removed)
-        }
-        // SIGHUP too: a closed terminal or a service manager's stop must
-        // not end a node without leaving (a config reload would need its own
-        // signal; none is reserved yet).
-        onSignals([SIGINT, SIGTERM, SIGHUP]) { wake.yield(.signal($0)) }
-        var iterator = wakeups.makeAsyncIterator()
-        if case .signal(let signal) = await iterator.next() {
-            // A signal is a graceful leave: leaving, exiting, removed, so the
-            // others never see this node unreachable. Bounded: 10 s at most.
-            OscarLog.shared.info("received \(NodeSupervisor.signalName(signal)); leaving the cluster")
-            node.leave()
-            let bound = Task {
-                try? await Task.sleep(for: .seconds(10))
-                wake.yield(.timedOut)
-            }
-            while let next = await iterator.next(), next != .removed, next != .timedOut {}
-            bound.cancel()
-        }
-        workload?.cancel()
-        withExtendedLifetime(greeter) {}
-        node.shutdown()
-        print("oscar node stopped")
+        runner.removed = { reason in chaos?.recorder.record(.removed, detail: reason) }
+        runner.stopping = { workload.withLock { $0?.cancel() } }
+        let status = await runner.run()
+        if status != 0 { exit(status) }
     }
-
-    enum Wakeup: Equatable, Sendable { case signal(Int32), removed, timedOut }
 
     // MARK: - oscar members / leave
 
@@ -201,20 +123,6 @@ enum NetworkCommands {
         } catch {
             throw .failed("\(error)")
         }
-    }
-
-    /// Calls `handler` (on a dispatch queue) for each of these signals,
-    /// which no longer terminate the process.
-    static func onSignals(_ signals: [Int32], _ handler: @escaping @Sendable (Int32) -> Void) {
-        var sources: [any DispatchSourceSignal] = []
-        for s in signals {
-            Glibc.signal(s, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: s)
-            source.setEventHandler { handler(s) }
-            source.resume()
-            sources.append(source)
-        }
-        SignalSources.keep(sources)
     }
 
     // MARK: - oscar tell / ask
@@ -312,10 +220,4 @@ enum NetworkCommands {
         default: .failed("\(error)")
         }
     }
-}
-
-/// Keeps signal sources alive for the life of the process.
-enum SignalSources {
-    nonisolated(unsafe) private static var kept: [any DispatchSourceSignal] = []
-    static func keep(_ sources: [any DispatchSourceSignal]) { kept += sources }
 }

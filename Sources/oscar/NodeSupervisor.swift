@@ -30,10 +30,13 @@ enum NodeSupervisor {
         /// Where the node's pid and restart count are kept, for `oscar
         /// cluster status` and scripts.
         var stateFile: String?
+        /// The program to supervise instead of `oscar node`: an
+        /// application's own node binary (`oscar cluster up --exec`).
+        var exec: String?
     }
 
     /// The options that belong to the supervisor, not to the node.
-    static let ownOptions = ["max-restarts", "restart-window", "state-file"]
+    static let ownOptions = ["max-restarts", "restart-window", "state-file", "exec"]
     static let ownSwitches = ["supervise"]
 
     /// The supervisor's options from `args`; nil without `--supervise`
@@ -53,10 +56,17 @@ enum NodeSupervisor {
                 }
                 policy.maxRestarts = n
             case "restart-window": policy.window = try NetworkCommands.duration(text, option: name)
+            case "exec": policy.exec = text
             default: policy.stateFile = text
             }
         }
         return policy
+    }
+
+    /// The command that runs the node: `oscar node`, or the program of
+    /// `--exec`, with our arguments less the supervisor's own options.
+    static func childCommand(_ raw: [String], policy: Policy) -> [String] {
+        (policy.exec.map { [$0] } ?? [LocalProcesses.executable, "node"]) + childArguments(raw)
     }
 
     /// The node's command line: ours without the supervisor's own options.
@@ -83,9 +93,9 @@ enum NodeSupervisor {
     private static let child = Atomic<Int32>(0)
     private static let wakeWrite = Atomic<Int32>(-1)
 
-    /// Supervises `oscar` run with `arguments` until it stops or the
+    /// Supervises `command` (a program and its arguments) until it stops or the
     /// supervisor gives up; returns the exit status for this process.
-    static func run(_ arguments: [String], policy: Policy) async -> Int32 {
+    static func run(_ command: [String], policy: Policy) async -> Int32 {
         Glibc.signal(SIGPIPE, SIG_IGN)  // our own output may be a closed pipe; that is no reason to die
         let wake: (read: Int32, write: Int32)
         do {
@@ -95,7 +105,7 @@ enum NodeSupervisor {
             return 1
         }
         wakeWrite.store(wake.write, ordering: .sequentiallyConsistent)
-        NetworkCommands.onSignals([SIGINT, SIGTERM, SIGHUP]) { signal in
+        ProcessControl.onSignals([SIGINT, SIGTERM, SIGHUP]) { signal in
             stopSignal.store(signal, ordering: .sequentiallyConsistent)
             let pid = child.load(ordering: .sequentiallyConsistent)
             if pid > 0 { kill(pid, signal) }
@@ -103,14 +113,14 @@ enum NodeSupervisor {
             _ = write(wakeWrite.load(ordering: .sequentiallyConsistent), &byte, 1)
         }
         return await withCheckedContinuation { continuation in
-            LocalProcesses.onOwnThread {
-                continuation.resume(returning: loop(arguments, policy: policy, wake: wake.read))
+            ProcessControl.onOwnThread {
+                continuation.resume(returning: loop(command, policy: policy, wake: wake.read))
             }
         }
     }
 
     /// Starts, watches and restarts the node; on the supervisor's own thread.
-    private static func loop(_ arguments: [String], policy: Policy, wake: Int32) -> Int32 {
+    private static func loop(_ command: [String], policy: Policy, wake: Int32) -> Int32 {
         let clock = ContinuousClock()
         let origin = clock.now
         var restarts = 0
@@ -120,7 +130,7 @@ enum NodeSupervisor {
             .restart(
                 maxRestarts: policy.maxRestarts, within: policy.window, backoff: policy.firstDelay,
                 maxBackoff: policy.maxDelay))
-        var environment = ProcessInfoLite.environment
+        var environment = ProcessControl.environment
         environment["OSCAR_SUPERVISOR_PID"] = "\(getpid())"
         while true {
             if stopping { return 0 }
@@ -129,7 +139,7 @@ enum NodeSupervisor {
             let ending: LocalProcesses.Ending
             let tail: [String]
             do {
-                (ending, tail) = try runOnce(arguments, environment: environment, restarts: restarts, policy: policy)
+                (ending, tail) = try runOnce(command, environment: environment, restarts: restarts, policy: policy)
             } catch {
                 say("cannot start the node: \(error); giving up")
                 return 1
@@ -137,7 +147,7 @@ enum NodeSupervisor {
             let ran = clock.now - started
             let stop = stopSignal.load(ordering: .sequentiallyConsistent)
             if stop != 0 {
-                say("the node \(describe(ending)) after \(signalName(stop)); stopping")
+                say("the node \(describe(ending)) after \(ProcessControl.signalName(stop)); stopping")
                 return status(ending)
             }
             switch ending {
@@ -173,7 +183,7 @@ enum NodeSupervisor {
     /// One life of the node: started, its output passed through (the last
     /// lines kept), and reaped.
     private static func runOnce(
-        _ arguments: [String], environment: [String: String], restarts: Int, policy: Policy
+        _ command: [String], environment: [String: String], restarts: Int, policy: Policy
     ) throws(CLIError) -> (LocalProcesses.Ending, [String]) {
         let out = try LocalProcesses.makePipe()
         let err: (read: Int32, write: Int32)
@@ -187,7 +197,7 @@ enum NodeSupervisor {
         let pid: Int32
         do {
             pid = try LocalProcesses.spawnChild(
-                arguments, environment: environment, stdout: out.write, stderr: err.write)
+                command, environment: environment, stdout: out.write, stderr: err.write)
         } catch {
             [out.read, out.write, err.read, err.write].forEach { close($0) }
             throw error
@@ -337,19 +347,8 @@ enum NodeSupervisor {
         switch ending {
         case .code(let code): "exited with status \(code)"
         case .signal(let signal):
-            "was killed by \(signalName(signal))"
+            "was killed by \(ProcessControl.signalName(signal))"
                 + (signal == SIGILL || signal == SIGTRAP ? " (a Swift runtime trap, such as an overflow)" : "")
         }
-    }
-
-    /// `SIGKILL`, not strsignal's "Killed": the name people search for.
-    static func signalName(_ signal: Int32) -> String {
-        let names: [Int32: String] = [
-            SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP",
-            SIGABRT: "SIGABRT", SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1",
-            SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2", SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM",
-            SIGXCPU: "SIGXCPU", SIGXFSZ: "SIGXFSZ", SIGSYS: "SIGSYS",
-        ]
-        return names[signal] ?? "signal \(signal)"
     }
 }

@@ -12,10 +12,14 @@ let usage = """
     USAGE
       oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--dir .oscar/cluster]
                        [--timeout 30s] [--no-supervise] [--secret-file F | --secret S]
+                       [--exec PATH [-- ARGS...]]
                                       start a local cluster of N node processes in the background,
                                       each under 'oscar node --supervise' (pid and log of each in
                                       --dir, and DIR/secret: a new random secret unless one is
-                                      given); waits until it has converged
+                                      given); waits until it has converged. --exec: your own node
+                                      binary (one built on ClusterNode.Runner) instead of the demo
+                                      node, given the node settings and then ARGS; status, logs,
+                                      add, kill, down, ask, tell and members work on it the same
       oscar cluster status [--dir D]  the member table with each node's restarts, and nodes whose
                                       process is gone
       oscar cluster down [--grace 15s] [--dir D]
@@ -27,8 +31,9 @@ let usage = """
                                       SIGKILL one node and its supervisor (SIGTERM with --graceful;
                                       --crash: SIGKILL the node alone, and its supervisor restarts it)
       oscar node [SETTINGS] [--config FILE] [--print-config] [--check-config] [--inject-faults]
-                 [--supervise [--max-restarts 5] [--restart-window 60s] [--state-file F]]
-                                      run a node hosting the demo actors (echo, counter, kv);
+                 [--supervise [--max-restarts 5] [--restart-window 60s] [--state-file F] [--exec PATH]]
+                                      run a node hosting the demo actors (echo, counter, kv): the
+                                      library's node runner (ClusterNode.Runner) with the demo's;
                                       SIGINT/SIGTERM/SIGHUP: leave the cluster gracefully, then stop.
                                       Settings come from flags, then OSCAR_* variables, then
                                       --config (JSON), then defaults; see SETTINGS below.
@@ -36,6 +41,7 @@ let usage = """
                                       crash (non-zero exit or a signal), 1 s later, doubling to 30 s;
                                       it gives up after more than --max-restarts crashes within
                                       --restart-window. --state-file: its pid and restart count.
+                                      --exec PATH: supervise that program instead (your node binary)
                                       --inject-faults installs the test kit's fault gate (POST /faults,
                                       /system/faults), as the nodes of 'oscar chaos' have; never in production
       oscar members [--node host:port] [--json] [--dir D]
@@ -147,7 +153,7 @@ do throws(CLIError) {
         try args.rejectUnknownOptions()
         try await DemoCommand.run()
     case "node":
-        try await NetworkCommands.node(&args)
+        try await NetworkCommands.node(&args, raw: Array(raw.dropFirst()))
     case "secret":
         try ClusterSecret.command(&args)
     case "members":

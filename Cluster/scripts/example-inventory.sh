@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds Examples/Inventory, a separate package that depends on Oscar by
+# path, and runs the commands of its README against a cluster of three of its
+# nodes: `oscar cluster up --exec`, tells and asks from the CLI to its actor,
+# pool, cluster singleton and distributed actor, a node killed and one added,
+# then `cluster down`. Exits non-zero at the first answer that is not the one
+# the README shows.
+#
+#   Cluster/scripts/example-inventory.sh     # after `swift build` at the root
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+oscar=${OSCAR:-$PWD/.build/debug/oscar}
+[[ -x $oscar ]] || { echo "example-inventory: build the oscar tool first (swift build)" >&2; exit 1; }
+
+echo "== building Examples/Inventory (warnings are errors)"
+(cd Examples/Inventory && swift build -Xswiftc -warnings-as-errors 2>&1 | tail -3)
+node_binary=$PWD/Examples/Inventory/.build/debug/inventory-node
+
+dir=$(mktemp -d /tmp/oscar-inventory.XXXXXX)
+base=${OSCAR_EXAMPLE_BASE_PORT:-7600}
+cleanup() {
+  "$oscar" cluster down --dir "$dir" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# expect LABEL WANTED COMMAND...: runs COMMAND and fails unless its standard
+# output is exactly WANTED.
+expect() {
+  local label=$1 wanted=$2 got
+  shift 2
+  got=$("$@" 2>&1) || { echo "FAIL $label: exit $? with: $got" >&2; exit 1; }
+  if [[ $got != "$wanted" ]]; then
+    echo "FAIL $label: wanted '$wanted', got '$got'" >&2
+    exit 1
+  fi
+  echo "ok   $label: $got"
+}
+
+echo "== oscar cluster up --exec (3 nodes)"
+"$oscar" cluster up --dir "$dir" --nodes 3 --base-port "$base" --exec "$node_binary"
+n0=oscar://127.0.0.1:$base
+n1=oscar://127.0.0.1:$((base + 1))
+
+echo "== asking the application's actors from the terminal"
+expect "tell AddStock" "sent AddStock to $n0/user/inventory" \
+  "$oscar" tell --dir "$dir" "$n0/user/inventory" AddStock '{"sku":"apple","count":5}'
+expect "ask GetStock" "5" "$oscar" ask --dir "$dir" "$n0/user/inventory" GetStock '{"sku":"apple"}'
+expect "RemoveStock, too many" '{"outOfStock":{"available":5}}' \
+  "$oscar" ask --dir "$dir" "$n0/user/inventory" RemoveStock '{"sku":"apple","count":9}'
+expect "RemoveStock" '{"removed":{"remaining":3}}' \
+  "$oscar" ask --dir "$dir" "$n0/user/inventory" RemoveStock '{"sku":"apple","count":2}'
+expect "a pool across the cluster" "375" \
+  sh -c "'$oscar' ask --dir '$dir' '$n1/user/pricing' Quote '{\"sku\":\"apple\",\"count\":3}' | sed 's/.*\"total\":\\([0-9]*\\).*/\\1/'"
+"$oscar" tell --dir "$dir" "$n1/user/ledger" Record '{"sku":"apple","delta":-2}' >/dev/null
+expect "the cluster singleton" '{"movements":1,"net":{"apple":-2}}' \
+  "$oscar" ask --dir "$dir" "$n0/user/ledger" GetLedger '{}'
+expect "the distributed actor" "\"warehouse main on 127.0.0.1:$((base + 1))\"" \
+  "$oscar" ask --dir "$dir" "$n1/user/warehouse" .describe '[]'
+if "$oscar" ask --dir "$dir" "$n0/user/inventory" GetStock '{"sku":1}' >/dev/null 2>&1; then
+  echo "FAIL a malformed message was answered" >&2
+  exit 1
+fi
+echo "ok   a malformed message is refused (exit non-zero), and the node lives on:"
+expect "still answering" "3" "$oscar" ask --dir "$dir" "$n0/user/inventory" GetStock '{"sku":"apple"}'
+
+echo "== cluster kill, add, status"
+"$oscar" cluster kill --dir "$dir" "127.0.0.1:$((base + 2))"
+"$oscar" cluster add --dir "$dir" --timeout 60s
+"$oscar" cluster status --dir "$dir"
+"$oscar" cluster down --dir "$dir"
+echo "example-inventory: every answer was the README's"

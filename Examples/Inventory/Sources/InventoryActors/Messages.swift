@@ -1,0 +1,85 @@
+import Oscar
+
+/// Puts `count` more of `sku` in stock. A tell: no reply.
+public struct AddStock: Message {
+    public var sku: String
+    public var count: Int
+    public init(sku: String, count: Int) {
+        self.sku = sku
+        self.count = count
+    }
+}
+
+/// How many of `sku` are in stock.
+public struct GetStock: Message {
+    public typealias Reply = Int
+    public var sku: String
+    public init(sku: String) { self.sku = sku }
+}
+
+/// Takes `count` of `sku` out of stock, all or nothing: the reply says how
+/// many are left, or that there were too few (and nothing was taken).
+public struct RemoveStock: Message {
+    public typealias Reply = Removal
+    public var sku: String
+    public var count: Int
+    public init(sku: String, count: Int) {
+        self.sku = sku
+        self.count = count
+    }
+}
+
+/// What a `RemoveStock` did. A typed outcome in the reply, so a caller on
+/// any node (or the CLI, as JSON) tells "too few" from a failed ask.
+public enum Removal: Codable, Sendable, Equatable {
+    case removed(remaining: Int)
+    case outOfStock(available: Int)
+}
+
+/// A price for `count` of `sku`, from the `pricing` pool.
+public struct Quote: Message {
+    public typealias Reply = QuoteReply
+    public var sku: String
+    public var count: Int
+    public init(sku: String, count: Int) {
+        self.sku = sku
+        self.count = count
+    }
+}
+
+public struct QuoteReply: Codable, Sendable, Equatable {
+    /// In cents.
+    public var total: Int
+    /// The node whose routee priced it.
+    public var pricedBy: String
+}
+
+/// Counts one stock movement in the cluster-wide ledger (the singleton).
+public struct Record: Message {
+    public var sku: String
+    public var delta: Int
+    public init(sku: String, delta: Int) {
+        self.sku = sku
+        self.delta = delta
+    }
+}
+
+/// The ledger's totals: movements seen and the net change per SKU.
+public struct GetLedger: Message {
+    public typealias Reply = Ledger.Totals
+    public init() {}
+}
+
+/// Why a request was refused. Arguments come from whoever sends them (the
+/// CLI, another node), so a bad one is a thrown error, never a trap.
+public enum InventoryError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    case negativeCount(Int)
+    case tooMany(Int)
+
+    public var description: String {
+        switch self {
+        case .negativeCount(let n): "a count must not be negative, not \(n)"
+        case .tooMany(let n): "\(n) is more than one request may move (at most \(Inventory.maxMove))"
+        }
+    }
+}
