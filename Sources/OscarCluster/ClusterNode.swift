@@ -229,6 +229,12 @@ public final class ClusterNode: Sendable {
         for start in settings.onStart { start(self) }
     }
 
+    /// Calls `body` with a cluster singleton's name whenever this node's
+    /// instance of it starts (true) or is stopped (false).
+    package func observeSingletons(_ body: @escaping @Sendable (_ name: String, _ started: Bool) -> Void) {
+        for singleton in system.clusterSingletons { singleton.observe(body) }
+    }
+
     /// Serves `path` on the management endpoint with `route` (which gets
     /// the request and the cluster secret, to check a signature).
     package func addManagementRoute(_ path: String, _ route: @escaping ManagementRoute) {

@@ -52,6 +52,17 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     }
 
     private let state = Mutex(State())
+    /// Told when this node's instance starts (true) or is told to stop
+    /// (false): a chaos run records both, to check "never twice".
+    private let observers = Mutex<[@Sendable (String, Bool) -> Void]>([])
+
+    package func observe(_ body: @escaping @Sendable (_ name: String, _ started: Bool) -> Void) {
+        observers.withLock { $0.append(body) }
+    }
+
+    private func tellObservers(started: Bool) {
+        for observer in observers.withLock({ $0 }) { observer(name, started) }
+    }
     package private(set) lazy var host = Entry(singleton: self, address: hostAddress, role: .host)
     private(set) lazy var proxy = Entry(singleton: self, address: proxyAddress, role: .proxy)
 
@@ -117,6 +128,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
         }
         guard let cell else { return }
         OscarLog.shared.info("cluster singleton \(name) starts on this node")
+        tellObservers(started: true)
         cell.loop.execute { cell.startIfNeeded() }
         for h in held { h.replay(cell) }
     }
@@ -129,6 +141,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
         else { return }
         OscarLog.shared.info("cluster singleton \(name) stops on this node: handing over")
         cell.stop()
+        tellObservers(started: false)
     }
 
     /// Where the proxy sends now: the oldest up member's host, if known.

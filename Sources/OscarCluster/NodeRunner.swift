@@ -53,6 +53,9 @@ extension ClusterNode {
         /// line beside the settings (the `oscar` tool's chaos options).
         package var extraOptions: Set<String> = []
         package var extraSwitches: Set<String> = []
+        /// Runs once the command line is parsed, before anything else: a
+        /// status ends the process there (a chaos run's `--chaos-check`).
+        package var intercept: @Sendable (NodeArguments) async -> Int32? = { _ in nil }
         /// Adjusts the settings before the node starts (the tool's fault gate).
         package var adjust: @Sendable (inout ClusterNode.Settings, NodeArguments) -> Void = { _, _ in }
         /// Runs when the cluster removes the node, before it stops.
@@ -89,6 +92,7 @@ extension ClusterNode {
                     print(usage)
                     return 0
                 }
+                if let status = await intercept(parsed) { return status }
                 resolved = try resolve(parsed)
                 if parsed.switches.contains("print-config") {
                     print(resolved.printed)

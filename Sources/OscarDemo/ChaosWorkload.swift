@@ -124,122 +124,59 @@ public enum ChaosWorkload {
         _ = try? ReliableConsumer.spawn(on: system, name: streamConsumer, StreamItem.self) { item in
             recorder.record(.streamProcess, seq: item.seq, stream: item.stream)
         }
-        let view = LatestView()
+        let view = ChaosMembershipWatch()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await watchMembership(node, until: settings.until, view: view, recorder: recorder) }
+            group.addTask { await view.run(node, until: settings.until, recorder: recorder) }
             if let target = settings.streamTo {
                 group.addTask { await produce(on: system, to: target, settings: settings, recorder: recorder) }
             }
-            group.addTask { await ask(on: cluster, settings: settings, view: view, recorder: recorder) }
+            group.addTask {
+                await operations(cluster, settings: settings).run(
+                    on: node, until: settings.until, seed: settings.seed, view: view, recorder: recorder)
+            }
         }
         recorder.record(.workloadDone)
     }
 
-    /// The node's latest view, shared by the watcher and the asker.
-    final class LatestView: Sendable {
-        package let members = Mutex<[String]>([])
-    }
-
-    final class InFlight: Sendable {
-        package let count = Atomic<Int>(0)
-    }
-
-    static func membersLine(_ snapshot: MembershipSnapshot) -> [String] {
-        snapshot.members.map { m in
-            ChaosViewEntry(
-                node: "\(m.node.host):\(m.node.port)", status: m.status.rawValue,
-                reachable: !snapshot.unreachable.contains(m.uid)
-            ).text
-        }.sorted()
-    }
-
-    private static func watchMembership(
-        _ node: ClusterNode, until: UInt64, view: LatestView, recorder: ChaosRecorder
-    ) async {
-        var last: [String] = []
-        while MonotonicTime.now() < until {
-            if let snapshot = try? await node.membership(timeout: .seconds(1)) {
-                let line = membersLine(snapshot)
-                if line != last {
-                    recorder.record(.view, members: line)
-                    view.members.withLock { $0 = line }
-                    last = line
-                }
-            }
-            try? await Task.sleep(for: .milliseconds(200))  // the next look; a view is recorded when it changes
-        }
-    }
-
-    private static func ask(
-        on cluster: ClusterSystem, settings: Settings, view: LatestView, recorder: ChaosRecorder
-    )
-        async
-    {
-        let node = cluster.node
-        let system = node.system
-        let me = node.address
-        var random = SplitMix64(seed: settings.seed &* 31 &+ UInt64(me.port))
-        let inFlight = InFlight()
+    /// The asks, as a user of the test kit's `ChaosOperations` writes
+    /// them: to the `echo` actor of a random member, to the `workers`
+    /// cluster pool, to the `ledger` cluster singleton, and calls to virtual
+    /// actors (`ChaosAccount`, 8 identities).
+    static func operations(_ cluster: ClusterSystem, settings: Settings) -> ChaosOperations {
         let timeout = settings.askTimeout
-        await withTaskGroup(of: Void.self) { group in
-            var op = 0
-            while MonotonicTime.now() < settings.until {
-                try? await Task.sleep(for: settings.interval)  // the workload's pace
-                guard inFlight.count.load(ordering: .relaxed) < settings.maxInFlight else { continue }
-                op += 1
-                let draw = random.unit()
-                let target: String
-                let call: @Sendable () async throws(AskError) -> Void
-                if draw < 0.4 {
-                    let up = view.members.withLock { $0 }.compactMap(ChaosViewEntry.init).filter(\.isUpAndReachable)
-                        .map(\.node)
-                    let peer = up.isEmpty ? me.description : up[Int(random.next() % UInt64(up.count))]
-                    target = "echo@\(peer)"
-                    guard let ref = system.ref("oscar://\(peer)/user/echo") else { continue }
-                    let text = "\(op)"
-                    call = { () async throws(AskError) in _ = try await ref.ask(Demo.Echo(text: text), timeout: timeout)
-                    }
-                } else if draw < 0.7 {
-                    target = "pool"
-                    let ref = system.ref(for: ActorAddress(node: me, path: "/user/workers"))
-                    let id = op
-                    call = { () async throws(AskError) in _ = try await ref.ask(Demo.Work(id: id), timeout: timeout) }
-                } else if draw < 0.85 {
-                    target = "singleton"
-                    let ref = system.ref(for: ActorAddress(node: me, path: "/user/\(ledger)"))
-                    call = { () async throws(AskError) in _ = try await ref.ask(Next(), timeout: timeout) }
-                } else {
-                    let key = "k\(random.next() % 8)"
-                    target = "virtual@\(key)"
-                    guard let account = try? cluster.virtualActor(ChaosAccount.self, id: key) else { continue }
-                    call = { () async throws(AskError) in
-                        do {
-                            _ = try await account.deposit(1)
-                        } catch let error as AskError {
-                            throw error
-                        } catch {
-                            throw .handlerFailed("\(error)")
-                        }
-                    }
+        var operations = ChaosOperations(operations: [
+            .init("echo", weight: 0.4, timeout: timeout) { c in
+                await .asking { () async throws(AskError) in
+                    _ = try await c.ref("/user/echo", on: c.randomMember).ask(Demo.Echo(text: "\(c.op)"), timeout: timeout)
                 }
-                let number = op
-                inFlight.count.add(1, ordering: .relaxed)
-                // Distributed calls time out after the system's call timeout.
-                let bound = target.hasPrefix("virtual@") ? cluster.settings.callTimeout : timeout
-                recorder.record(.invoke, op: number, target: target, value: Int(bound.nanoseconds / 1_000_000))
-                group.addTask {
-                    do throws(AskError) {
-                        try await call()
-                        recorder.record(.ok, op: number, target: target)
-                    } catch .timeout {
-                        recorder.record(.timeout, op: number, target: target)
+            },
+            .init("pool", weight: 0.3, timeout: timeout) { c in
+                await .asking { () async throws(AskError) in
+                    _ = try await c.ref("/user/workers").ask(Demo.Work(id: c.op), timeout: timeout)
+                }
+            },
+            .init("singleton", weight: 0.15, timeout: timeout) { c in
+                await .asking { () async throws(AskError) in
+                    _ = try await c.ref("/user/\(ledger)").ask(Next(), timeout: timeout)
+                }
+            },
+            // Distributed calls time out after the system's call timeout.
+            .init("virtual", weight: 0.15, timeout: cluster.settings.callTimeout) { c in
+                let account = try cluster.virtualActor(ChaosAccount.self, id: "k\(c.draw % 8)")
+                return await .asking { () async throws(AskError) in
+                    do {
+                        _ = try await account.deposit(1)
+                    } catch let error as AskError {
+                        throw error
                     } catch {
-                        recorder.record(.fail, op: number, target: target, detail: "\(error)")
+                        throw .handlerFailed("\(error)")
                     }
-                    inFlight.count.subtract(1, ordering: .relaxed)
                 }
-            }
-        }
+            },
+        ])
+        operations.interval = settings.interval
+        operations.maxInFlight = settings.maxInFlight
+        return operations
     }
 
     private static func produce(

@@ -52,9 +52,20 @@ extension ProcessControl {
     }
 
     /// Writes `text` to standard error in one `write(2)`.
-    package static func writeStandardError(_ text: String) {
+    package static func writeStandardError(_ text: String) { write(text, to: 2) }
+
+    /// Writes `text` to `fd` in one `write(2)`: lines from several threads
+    /// to a file opened for appending do not interleave.
+    package static func write(_ text: String, to fd: Int32) {
         var bytes = Array(text.utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+
+    /// `path` opened for appending (created, mode 0644, if missing); nil
+    /// when it cannot be. The descriptor lives as long as the process.
+    package static func openForAppending(_ path: String) -> Int32? {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        return fd >= 0 ? fd : nil
     }
 
     /// Why a file could not be read, in words for a person.

@@ -25,10 +25,15 @@ public struct ChaosChecker: Sendable {
     }
 
     /// One checker's verdict; `findings` point at the operations concerned.
-    public struct Check: Sendable, Equatable {
+    public struct Check: Sendable, Equatable, Codable {
         public var name: String
         public var findings: [String]
         public var passed: Bool { findings.isEmpty }
+
+        public init(name: String, findings: [String]) {
+            self.name = name
+            self.findings = findings
+        }
     }
 
     /// Counts for the report.
@@ -58,6 +63,10 @@ public struct ChaosChecker: Sendable {
     }
 
     public var settings: Settings
+    /// The application's own checks (`oscar chaos --exec`), run after the
+    /// generic ones over the same history.
+    public var applicationChecks: (@Sendable ([ChaosEvent]) -> [Check])?
+
     public init(settings: Settings = Settings()) { self.settings = settings }
 
     public func check(_ history: [ChaosEvent]) -> Verdict {
@@ -77,7 +86,7 @@ public struct ChaosChecker: Sendable {
             crashes(events, clock),
             memory(events, &tally),
         ]
-        return Verdict(checks: checks, tally: tally)
+        return Verdict(checks: checks + (applicationChecks?(events) ?? []), tally: tally)
     }
 
     private func faultName(_ e: ChaosEvent) -> String {
@@ -282,20 +291,22 @@ public struct ChaosChecker: Sendable {
             var node: String
             var uid: UInt64
             var since: UInt64
+            /// The singleton's name (nil: the built-in workload's ledger).
+            var name: String?
         }
         var active: [Active] = []
         var findings: [String] = []
         for e in events {
             switch e.kind {
             case .singletonStart:
-                if let other = active.first(where: { $0.node != e.node || $0.uid != e.uid }) {
+                if let other = active.first(where: { $0.name == e.target && ($0.node != e.node || $0.uid != e.uid) }) {
                     findings.append(
-                        "two singletons: one started on \(e.node) at \(clock.at(e.t)) while the one on \(other.node) (since \(clock.at(other.since))) was still active"
+                        "two singletons\(e.target.map { " \($0)" } ?? ""): one started on \(e.node) at \(clock.at(e.t)) while the one on \(other.node) (since \(clock.at(other.since))) was still active"
                     )
                 }
-                active.append(Active(node: e.node, uid: e.uid ?? 0, since: e.t))
+                active.append(Active(node: e.node, uid: e.uid ?? 0, since: e.t, name: e.target))
             case .singletonStop:
-                active.removeAll { $0.node == e.node && $0.uid == e.uid }
+                active.removeAll { $0.node == e.node && $0.uid == e.uid && $0.name == e.target }
             case .kill, .exit:
                 active.removeAll { $0.node == e.node }  // its process is gone, and its instance with it
             default: break
