@@ -7,16 +7,21 @@ extension ChaosReport {
     /// says how many asks failed; this says when, and how slowly the rest
     /// answered meanwhile, which is what a fault does to a caller.
     ///
-    /// Asks still open at the end of the history are drawn as rings at
-    /// their age then: they took at least that long. The dashed line is the
+    /// Asks without an outcome are drawn as grey rings at their age when
+    /// the history or their asking process ended (a kill): they took at
+    /// least that long, and no longer could be seen. The dashed line is the
     /// asks' timeout, where the timed-out ones gather.
     static func latencyPlot(_ history: [ChaosEvent], kind: String) -> String {
         let events = history.sorted { $0.t < $1.t }
         guard let axis = TimeAxis(events) else { return emptyPicture("empty history") }
         let asks = ChaosAsk.all(in: events).filter { $0.kind == kind }
         let frame = PlotFrame(events, axis: axis, plotHeight: 240)
+        let ends = events.filter { $0.kind == .kill || $0.kind == .exit }
         func milliseconds(_ ask: ChaosAsk) -> Double {
-            Double(ask.latency ?? (axis.last &- ask.invoke.t)) / 1e6
+            let end =
+                ask.latency.map { ask.invoke.t + $0 }
+                ?? ends.first { $0.node == ask.invoke.node && $0.t > ask.invoke.t }?.t ?? axis.last
+            return Double(end - ask.invoke.t) / 1e6
         }
         let timeouts = Set(asks.compactMap(\.invoke.value)).sorted()
         let scale = LogScale(
@@ -45,7 +50,7 @@ extension ChaosReport {
             (.dot(colour(of: outcome)), "\(outcome.rawValue) (\(counts[outcome] ?? 0))")
         }
         if let open = counts[.open] {
-            legend.append((.ring(Colour.off), "open at the end, at their age then (\(open))"))
+            legend.append((.ring(Colour.off), "no outcome, at their age when the run or their process ended (\(open))"))
         }
         if !timeouts.isEmpty {
             legend.append((.dashed(Colour.ink), "timeout (\(timeouts.map { "\($0) ms" }.joined(separator: ", ")))"))

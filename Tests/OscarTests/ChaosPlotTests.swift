@@ -231,6 +231,28 @@ import Testing
         }
     }
 
+    @Test func anAskCutOffByAKillIsDrawnAtItsAgeAtTheKill() throws {
+        func e(_ t: Double, _ kind: ChaosEvent.Kind, op: Int? = nil, node: String = "a") -> ChaosEvent {
+            ChaosEvent(
+                t: UInt64(t * Double(Self.s)), node: node, kind: kind, uid: op.map { _ in 1 }, op: op,
+                target: op.map { _ in "pool" }, value: kind == .invoke ? 2000 : nil)
+        }
+        let svg = ChaosReport.latencyPlot(
+            [
+                e(0, .start), e(0, .start, node: "b"), e(1, .invoke, op: 1), e(1.5, .kill),
+                e(2, .invoke, op: 2, node: "b"),
+                e(2.01, .ok, op: 2, node: "b"), e(10, .exit, node: "b"),
+            ], kind: "pool")
+        func tick(_ label: String) throws -> Double {
+            let line = try #require(Self.lines("<text ", in: svg).first { $0.hasSuffix(">\(label)</text>") })
+            return try #require(Self.attribute("y", in: line)) - 3.5
+        }
+        let ring = try #require(Self.lines("<circle class=\"open-point\"", in: svg).first)
+        let y = try #require(Self.attribute("cy", in: ring))
+        // 500 ms: between the 100 ms and 1 s ticks (not 9 s, its age at the end).
+        #expect(try tick("1 s") < y && y < tick("100 ms"), "\(ring)")
+    }
+
     @Test func theLogScaleHoldsEveryValueAndLabelsItsDecades() {
         let scale = ChaosReport.LogScale(values: [0.3, 40, 2000], from: 300, to: 100)
         #expect(scale.low == 0.1 && scale.high == 10_000)
