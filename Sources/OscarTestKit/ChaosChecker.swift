@@ -113,22 +113,6 @@ public struct ChaosChecker: Sendable {
     // MARK: - Asks
 
     private func asks(_ events: [ChaosEvent], _ clock: Timeline, _ tally: inout Tally) -> Check {
-        struct Key: Hashable {
-            var node: String
-            var uid: UInt64
-            var op: Int
-        }
-        var invoked: [Key: ChaosEvent] = [:]
-        var outcomes: [Key: [ChaosEvent]] = [:]
-        for e in events {
-            guard let op = e.op, let uid = e.uid else { continue }
-            let key = Key(node: e.node, uid: uid, op: op)
-            switch e.kind {
-            case .invoke: invoked[key] = e
-            case .ok, .fail, .timeout: outcomes[key, default: []].append(e)
-            default: break
-            }
-        }
         // When each node process stopped: its kill or exit, as the runner saw it.
         let ends = events.filter { $0.kind == .kill || $0.kind == .exit }
         // A paused process cannot fire its timers: its pauses extend its asks' due times.
@@ -147,16 +131,17 @@ public struct ChaosChecker: Sendable {
         }
         let grace = UInt64(settings.askGrace.nanoseconds)
         var findings: [String] = []
-        for (key, invoke) in invoked.sorted(by: { $0.value.t < $1.value.t }) {
-            let kind = targetKind(invoke.target)
-            var row = tally.asks[kind] ?? [0, 0, 0, 0]
-            defer { tally.asks[kind] = row }
-            let name = "ask \(key.node)#\(key.op) to \(invoke.target ?? "?") (invoked at \(clock.at(invoke.t)))"
+        for ask in ChaosAsk.all(in: events) {
+            let (invoke, results) = (ask.invoke, ask.outcomes)
+            var row = tally.asks[ask.kind] ?? [0, 0, 0, 0]
+            defer { tally.asks[ask.kind] = row }
+            let name =
+                "ask \(invoke.node)#\(invoke.op ?? 0) to \(invoke.target ?? "?") (invoked at \(clock.at(invoke.t)))"
             let timeout = UInt64(invoke.value ?? 0) * 1_000_000
             var due = invoke.t + timeout + grace
-            due += pausedTime(key.node, from: invoke.t, to: outcomes[key]?.first?.t ?? UInt64.max)
-            guard let results = outcomes[key], let first = results.first else {
-                let died = ends.first { $0.node == key.node && $0.t > invoke.t }
+            due += pausedTime(invoke.node, from: invoke.t, to: results.first?.t ?? UInt64.max)
+            guard let first = results.first else {
+                let died = ends.first { $0.node == invoke.node && $0.t > invoke.t }
                 if let died, died.t < due {
                     row[3] += 1  // its process ended before the ask could end: indeterminate
                 } else {
@@ -179,11 +164,6 @@ public struct ChaosChecker: Sendable {
             }
         }
         return Check(name: "every ask has exactly one outcome, within its timeout", findings: findings)
-    }
-
-    private func targetKind(_ target: String?) -> String {
-        guard let target else { return "?" }
-        return String(target.split(separator: "@").first ?? "?")
     }
 
     // MARK: - Reliable stream

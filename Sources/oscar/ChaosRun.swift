@@ -425,9 +425,18 @@ final class ChaosRun {
         let verdict = checker.check(events)
         var text = ChaosReport.text(verdict, title: title, convergenceBound: checker.settings.convergenceBound)
         if skipped > 0 { text += "(\(skipped) history lines cut short by kills were skipped)\n" }
-        text += "history: \(dir)/history.jsonl · timeline: \(dir)/timeline.svg\n"
+        text += "history: \(dir)/history.jsonl · timeline: \(dir)/timeline.svg · page: \(dir)/report.html\n"
         _ = FileStream.write("\(dir)/report.txt", text)
-        _ = FileStream.write("\(dir)/timeline.svg", ChaosReport.svg(events, nodes: nodes.map(\.name)))
+        let timeline = ChaosReport.svg(events, nodes: nodes.map(\.name))
+        _ = FileStream.write("\(dir)/timeline.svg", timeline)
+        let plots = ChaosReport.kindPlots(events)
+        for plot in plots {
+            _ = FileStream.write("\(dir)/\(plot.latencyFile)", plot.latency)
+            _ = FileStream.write("\(dir)/\(plot.rateFile)", plot.rate)
+        }
+        _ = FileStream.write(
+            "\(dir)/report.html",
+            ChaosReport.html(title: title, verdict: verdict, summary: text, timeline: timeline, plots: plots))
         print("")
         print(text, terminator: "")
         return verdict
