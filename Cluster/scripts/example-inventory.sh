@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds Examples/Inventory, a separate package that depends on Oscar by
-# path, and runs the commands of its README against a cluster of three of its
-# nodes: `oscar cluster up --exec`, tells and asks from the CLI to its actor,
-# pool, cluster singleton and distributed actor, a node killed and one added,
-# then `cluster down`. Exits non-zero at the first answer that is not the one
-# the README shows.
+# path, runs its tests (its chaos checker finds stock lost or created), and
+# runs the commands of its README: a cluster of three of its nodes under
+# `oscar cluster up --exec`, tells and asks from the CLI to its actor, pool,
+# cluster singleton and distributed actor, a node killed and one added,
+# `cluster down`; then a short `oscar chaos --exec` run with its own workload
+# and checker. Exits non-zero at the first answer that is not the README's,
+# or when the chaos run fails a check.
 #
 #   Cluster/scripts/example-inventory.sh     # after `swift build` at the root
 set -euo pipefail
@@ -13,8 +15,11 @@ oscar=${OSCAR:-$PWD/.build/debug/oscar}
 [[ -x $oscar ]] || { echo "example-inventory: build the oscar tool first (swift build)" >&2; exit 1; }
 
 echo "== building Examples/Inventory (warnings are errors)"
-(cd Examples/Inventory && swift build -Xswiftc -warnings-as-errors 2>&1 | tail -3)
+(cd Examples/Inventory && swift build --build-tests -Xswiftc -warnings-as-errors 2>&1 | tail -3)
+echo "== its tests"
+(cd Examples/Inventory && swift test --skip-build 2>&1 | tail -3)
 node_binary=$PWD/Examples/Inventory/.build/debug/inventory-node
+chaos_binary=$PWD/Examples/Inventory/.build/debug/inventory-chaos-node
 
 dir=$(mktemp -d /tmp/oscar-inventory.XXXXXX)
 base=${OSCAR_EXAMPLE_BASE_PORT:-7600}
@@ -69,4 +74,6 @@ echo "== cluster kill, add, status"
 "$oscar" cluster add --dir "$dir" --timeout 60s
 "$oscar" cluster status --dir "$dir"
 "$oscar" cluster down --dir "$dir"
-echo "example-inventory: every answer was the README's"
+echo "== oscar chaos --exec: the nemesis, the generic checks and the application's own"
+"$oscar" chaos --nodes 3 --duration 20s --seed 2 --report "$dir/chaos" --exec "$chaos_binary" | tail -16
+echo "example-inventory: every answer was the README's, and the chaos run passed"

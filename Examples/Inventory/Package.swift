@@ -15,5 +15,18 @@ let package = Package(
         .executableTarget(
             name: "inventory-node",
             dependencies: ["InventoryActors", .product(name: "Oscar", package: "Oscar")]),
+        // The chaos workload and its checker, on Oscar's test kit; and the
+        // node built for chaos runs (`oscar chaos --exec`). The production
+        // node above links neither.
+        .target(
+            name: "InventoryChaos",
+            dependencies: ["InventoryActors", .product(name: "OscarTestKit", package: "Oscar")]),
+        .executableTarget(
+            name: "inventory-chaos-node",
+            dependencies: ["InventoryActors", "InventoryChaos", .product(name: "Oscar", package: "Oscar")]),
+        // The checker can fail: histories with stock lost or created.
+        .testTarget(
+            name: "InventoryChaosTests",
+            dependencies: ["InventoryChaos", .product(name: "OscarTestKit", package: "Oscar")]),
     ]
 )

@@ -21,6 +21,10 @@ public struct ChaosChecker: Sendable {
         /// Membership counts as stable this long after the last change (a
         /// view change, a fault, a heal, a process starting or ending).
         public var settle = Duration.seconds(5)
+        /// The run's nodes run the built-in workload (`oscar node`), whose
+        /// reliable stream and virtual actors are checked too; false for an
+        /// application's nodes (`oscar chaos --exec`), which have neither.
+        public var builtInWorkload = true
         public init() {}
     }
 
@@ -76,16 +80,17 @@ public struct ChaosChecker: Sendable {
         for e in events where [.fault, .kill, .pause, .stop].contains(e.kind) {
             tally.faults[faultName(e), default: 0] += 1
         }
+        let builtIn = settings.builtInWorkload
         let checks = [
             asks(events, clock, &tally),
-            stream(events, clock, &tally),
+            builtIn ? stream(events, clock, &tally) : nil,
             convergence(events, &tally),
             singletons(events, clock),
-            virtualActivations(events, clock),
+            builtIn ? virtualActivations(events, clock) : nil,
             splitBrain(events, clock),
             crashes(events, clock),
             memory(events, &tally),
-        ]
+        ].compactMap { $0 }
         return Verdict(checks: checks + (applicationChecks?(events) ?? []), tally: tally)
     }
 

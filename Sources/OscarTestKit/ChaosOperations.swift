@@ -76,7 +76,9 @@ public struct ChaosOperations: Sendable {
         }
 
         /// One of `members`, chosen by `draw`.
-        public var randomMember: NodeAddress { members.isEmpty ? node.address : members[Int(draw % UInt64(members.count))] }
+        public var randomMember: NodeAddress {
+            members.isEmpty ? node.address : members[Int(draw % UInt64(members.count))]
+        }
     }
 
     /// A check over the whole history: its name, and what it found wrong
@@ -122,8 +124,12 @@ public struct ChaosOperations: Sendable {
                 guard inFlight.count.load(ordering: .relaxed) < maxInFlight else { continue }
                 op += 1
                 var pick = random.unit() * total
-                let operation = operations.first { pick -= max($0.weight, 0); return pick < 0 } ?? operations[0]
-                let context = Context(node: node, op: op, members: view.upMembers(or: node.address), draw: random.next())
+                let operation =
+                    operations.first {
+                        pick -= max($0.weight, 0); return pick < 0
+                    } ?? operations[0]
+                let context = Context(
+                    node: node, op: op, members: view.upMembers(or: node.address), draw: random.next())
                 let (number, name) = (op, operation.name)
                 recorder.record(
                     .invoke, op: number, target: name, value: Int(operation.timeout.nanoseconds / 1_000_000))
@@ -177,31 +183,17 @@ public struct ChaosHistory: Sendable {
     }
 
     /// Every operation named `name` (every operation when nil), in the
-    /// order of their invocation.
+    /// order of their invocation; matched as the checker and the report
+    /// match them (`ChaosAsk`).
     public func operations(named name: String? = nil) -> [Operation] {
-        struct Key: Hashable {
-            var node: String
-            var uid: UInt64
-            var op: Int
-        }
-        var byKey: [Key: Int] = [:]
-        var out: [Operation] = []
-        for e in events {
-            guard let op = e.op, let target = e.target, name == nil || target == name else { continue }
-            let key = Key(node: e.node, uid: e.uid ?? 0, op: op)
-            switch e.kind {
-            case .invoke:
-                byKey[key] = out.count
-                out.append(
-                    Operation(node: e.node, uid: e.uid ?? 0, op: op, name: target, invokedAt: e.t, outcome: nil))
-            case .ok, .fail, .timeout:
-                guard let i = byKey[key], out[i].outcome == nil else { continue }
-                out[i].outcome = e.kind
-                out[i].endedAt = e.t
-                out[i].detail = e.detail
-            default: continue
+        ChaosAsk.all(in: events).compactMap { ask in
+            guard let op = ask.invoke.op, let target = ask.invoke.target, name == nil || target == name else {
+                return nil
             }
+            let end = ask.outcomes.first
+            return Operation(
+                node: ask.invoke.node, uid: ask.invoke.uid ?? 0, op: op, name: target, invokedAt: ask.invoke.t,
+                outcome: end?.kind, endedAt: end?.t, detail: end?.detail)
         }
-        return out
     }
 }

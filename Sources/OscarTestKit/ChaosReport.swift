@@ -29,11 +29,14 @@ public enum ChaosReport {
             for i in 0..<4 { total[i] += counts[i] }
         }
         row("  all", total.enumerated().map { i, n in "\(n)".leftPadded([8, 8, 9, 15][i], with: " ") }.joined())
-        row(
-            "reliable stream",
-            "sent \(t.streamSent) · acknowledged \(t.streamAcknowledged) · processed \(t.streamProcessed)"
-                + " · lost \(t.lost) · duplicated \(t.duplicated) · again after a consumer restart \(t.redelivered)"
-                + (t.streams > 1 ? " · \(t.streams) streams (the producer restarted)" : ""))
+        // An application's run (`oscar chaos --exec`) has no stream.
+        if t.streamSent > 0 || t.streamProcessed > 0 {
+            row(
+                "reliable stream",
+                "sent \(t.streamSent) · acknowledged \(t.streamAcknowledged) · processed \(t.streamProcessed)"
+                    + " · lost \(t.lost) · duplicated \(t.duplicated) · again after a consumer restart \(t.redelivered)"
+                    + (t.streams > 1 ? " · \(t.streams) streams (the producer restarted)" : ""))
+        }
         row(
             "convergence",
             t.convergenceMillis.map {

@@ -10,7 +10,7 @@ import Synchronization
 enum ChaosCommand {
     static let usage = """
         usage: oscar chaos [--nodes 5] [--duration 60s] [--seed 1] [--faults kill,pause,partition,delay,loss]
-                           [--scenario NAME|FILE] [--report DIR] [--netns] [--list]
+                           [--scenario NAME|FILE] [--report DIR] [--netns] [--list] [--exec PATH [-- ARGS...]]
         """
 
     /// A named scenario, `Cluster/chaos/NAME.json`.
@@ -51,13 +51,23 @@ enum ChaosCommand {
         }
         let dir = args.option("report") ?? ".oscar/chaos"
         let netns = args.has("netns")
+        // An application's own node binary, one that calls `ClusterNode.Runner.chaos`.
+        let exec = try args.option("exec").map { (path) throws(CLIError) in
+            (path: try ClusterCommand.executablePath(path), arguments: Array(args.positionals.dropFirst()))
+        }
+        if exec == nil, args.positionals.count > 1 {
+            throw .usage(
+                "unexpected arguments \(Array(args.positionals.dropFirst())); an application's own go after --exec PATH --"
+            )
+        }
         try args.rejectUnknownOptions()
         if netns { try NetnsChaos.requireAvailable() }
         OscarLog.shared.level = .off
         let run = try ChaosRun(
             nodes: nodes, duration: duration, seed: seed, faults: faults, dir: dir, netns: netns,
-            title: "oscar chaos — \(scenarioName.map { "scenario \($0), " } ?? "")\(nodes) nodes, "
-                + "\(DurationText.format(duration)), seed \(seed), faults \(faultNames.joined(separator: ","))")
+            title: "oscar chaos — \(exec.map { "\($0.path), " } ?? "")\(scenarioName.map { "scenario \($0), " } ?? "")"
+                + "\(nodes) nodes, \(DurationText.format(duration)), seed \(seed), faults \(faultNames.joined(separator: ","))",
+            exec: exec)
         let verdict = await run.execute()
         guard verdict.passed else { throw .failed("chaos run failed its checks; see \(dir)/report.txt") }
     }

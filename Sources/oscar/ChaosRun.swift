@@ -33,7 +33,10 @@ final class ChaosRun {
     private var peakRSS: [Int32: (node: String, bytes: Int)] = [:]
     private var faultsSoFar = 0
     private var current = "warming up"
-    private let checker = ChaosChecker()
+    private var checker = ChaosChecker()
+    /// `oscar chaos --exec`: the application's node binary and its own
+    /// arguments; nil: `oscar node` with the built-in workload.
+    let exec: (path: String, arguments: [String])?
     /// Pids to kill if the run is interrupted.
     private static let children = Mutex<Set<Int32>>([])
 
@@ -42,8 +45,9 @@ final class ChaosRun {
 
     init(
         nodes count: Int, duration: Duration, seed: UInt64, faults: [NemesisPlan.Fault], dir: String, netns: Bool,
-        title: String
+        title: String, exec: (path: String, arguments: [String])? = nil
     ) throws(CLIError) {
+        self.exec = exec
         self.duration = duration
         self.seed = seed
         self.dir = dir
@@ -63,10 +67,40 @@ final class ChaosRun {
             Node(index: i, address: NodeAddress(host: hosts[i], port: base + i), httpPort: base + 1000 + i)
         }
         secret = try ClusterSecret.generate()
-        // The stream's ends keep no durable state: never killed, always on
-        // the majority side.
-        let protected: Set<Int> = count >= 3 ? [count - 2, count - 1] : []
+        // The built-in stream's ends keep no durable state: never killed,
+        // always on the majority side.
+        let protected: Set<Int> = count >= 3 && exec == nil ? [count - 2, count - 1] : []
         plan = NemesisPlan(seed: seed, nodes: count, duration: duration, faults: faults, protected: protected)
+        if let exec {
+            checker.settings.builtInWorkload = false
+            checker.applicationChecks = { [dir] events in Self.applicationChecks(exec, events, dir: dir) }
+        }
+    }
+
+    /// The application's checks: its binary run with `--chaos-check` over
+    /// the merged history, one JSON line per check. A binary that cannot
+    /// run them fails the run, saying why.
+    static func applicationChecks(
+        _ exec: (path: String, arguments: [String]), _ events: [ChaosEvent], dir: String
+    ) -> [ChaosChecker.Check] {
+        let (input, output) = ("\(dir)/checks-input.jsonl", "\(dir)/checks-output.jsonl")
+        let name = "the application's checks (\(exec.path) --chaos-check)"
+        guard FileStream.write(input, events.map(\.jsonLine).joined(separator: "\n") + "\n") else {
+            return [ChaosChecker.Check(name: name, findings: ["cannot write \(input)"])]
+        }
+        let status = LocalProcesses.run([exec.path, "--chaos-check", input], output: output)
+        let lines = (FileStream.readAll(output) ?? "").split(separator: "\n")
+        let checks = lines.compactMap { JSONBridge.decode(ChaosChecker.Check.self, fromJSON: String($0)) }
+        guard status == 0, checks.count == lines.count else {
+            return [
+                ChaosChecker.Check(
+                    name: name,
+                    findings: [
+                        "exit status \(status), \(checks.count) of \(lines.count) lines were checks; see \(output)"
+                    ])
+            ]
+        }
+        return checks
     }
 
     /// The first port with `count` free node ports and their HTTP ports
@@ -141,17 +175,20 @@ final class ChaosRun {
         let node = nodes[i]
         let seeds = nodes.prefix(3).map(\.address.description).joined(separator: ",")
         var arguments = [
-            "node", "--port", "\(node.address.port)", "--bind-host", node.address.host, "--loops", "1",
+            "--port", "\(node.address.port)", "--bind-host", node.address.host, "--loops", "1",
             "--seeds", seeds, "--http-port", "\(node.httpPort)", "--http-host", node.address.host,
             "--chaos-history", "\(dir)/node-\(node.address.port).history.jsonl",
             "--chaos-until", "\(until)", "--chaos-seed", "\(seed)",
         ]
-        if nodes.count >= 3, i == nodes.count - 2 {
+        if exec == nil, nodes.count >= 3, i == nodes.count - 2 {
             arguments += ["--chaos-stream-to", nodes[nodes.count - 1].address.description]
         }
+        let command =
+            exec.map { [$0.path] + arguments + ($0.arguments.isEmpty ? [] : ["--"] + $0.arguments) }
+            ?? [LocalProcesses.executable, "node"] + arguments
         do {
             let pid = try network.spawn(
-                node: i, [LocalProcesses.executable] + arguments, log: "\(dir)/node-\(node.address.port).log",
+                node: i, command, log: "\(dir)/node-\(node.address.port).log",
                 environment: ["OSCAR_SECRET": secret, "OSCAR_LOG_LEVEL": "info"])
             nodes[i].pid = pid
             nodes[i].paused = false

@@ -115,13 +115,14 @@ enum LocalProcesses {
         return (fds[0], fds[1])
     }
 
-    /// Runs a short command (network set-up) to completion, its output
-    /// discarded; its exit status.
+    /// Runs a short command (network set-up, an application's checks) to
+    /// completion, its output appended to `output` (discarded by default);
+    /// its exit status.
     @discardableResult
-    static func run(_ command: [String]) -> Int32 {
+    static func run(_ command: [String], output: String = "/dev/null") -> Int32 {
         guard
             let pid = try? spawn(
-                command, environment: ProcessControl.environment, output: .file("/dev/null"), detached: true)
+                command, environment: ProcessControl.environment, output: .file(output), detached: true)
         else { return -1 }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

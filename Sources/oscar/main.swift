@@ -70,11 +70,15 @@ let usage = """
                                       majority; a failure prints its seed and a minimal schedule
       oscar chaos [--nodes 5] [--duration 60s] [--seed 1] [--faults kill,pause,partition,delay,loss]
                   [--scenario NAME|FILE] [--report .oscar/chaos] [--netns] [--list]
+                  [--exec PATH [-- ARGS...]]
                                       chaos-test a local cluster: a workload, faults from the seed,
                                       heal, then checks on the recorded history; exit 0 only when
-                                      every check passes (report, history and timeline.svg in
-                                      --report). Faults also: partition-halves, isolate-leader,
-                                      restart. --netns (root): faults applied by the kernel
+                                      every check passes (report.txt, report.html, history and
+                                      pictures in --report). Faults also: partition-halves,
+                                      isolate-leader, restart. --netns (root): faults applied by the
+                                      kernel. --exec: your node binary, one that calls
+                                      ClusterNode.Runner.chaos (test kit), with its own workload
+                                      and checks
       oscar demo                      start a local actor system and show a round trip
       oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed]
                                       remote workloads W1-W3: this process is node A,

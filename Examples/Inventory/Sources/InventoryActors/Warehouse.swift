@@ -25,8 +25,21 @@ public distributed actor Warehouse {
     }
 }
 
-/// The node's whole declaration, shared by `inventory-node` and tests.
+/// The node's whole declaration, shared by `inventory-node` and
+/// `inventory-chaos-node`.
 public enum InventoryNode {
+    /// The node's runner: its actors, the warehouse once it has started,
+    /// and a banner saying what it hosts.
+    public static func runner(name: String) -> ClusterNode.Runner {
+        var runner = ClusterNode.Runner(name: name, actors: declare) { node in hostWarehouse(on: node) }
+        runner.banner = [
+            "actors: /user/inventory (AddStock, GetStock, RemoveStock), /user/pricing (Quote: a pool across the "
+                + "cluster), /user/ledger (Record, GetLedger: a cluster singleton), /user/warehouse (distributed: "
+                + ".describe, .boxes)"
+        ]
+        return runner
+    }
+
     public static func declare(_ actors: inout ActorSystemBuilder) {
         actors.instance("inventory", Inventory())
         actors.clusterPool("pricing", ClusterPoolSettings(perNode: 2)) { Pricer() }
