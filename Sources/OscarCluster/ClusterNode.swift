@@ -264,6 +264,48 @@ public final class ClusterNode: Sendable {
     /// Membership changes as this node sees them, from now on.
     public var events: AsyncStream<ClusterEvent> { hub.subscribe() }
 
+    /// Waits until this node is up and sees at least `members` members up
+    /// and reachable (itself included), as swift-distributed-actors'
+    /// `cluster.up(within:)` does; `AskError.timeout` when that takes longer
+    /// than `timeout`. Returns the view that satisfied it.
+    @discardableResult
+    public func waitUntilUp(members: Int = 1, within timeout: Duration) async throws(AskError) -> MembershipSnapshot {
+        let me = address
+        let satisfied: @Sendable (MembershipSnapshot) -> Bool = { view in
+            let up = view.members.filter { $0.status == .up && !view.unreachable.contains($0.uid) }
+            return up.contains { $0.uid == me.uid } && up.count >= members
+        }
+        let changes = events  // subscribed before the first look, so no change is missed
+        let deadline = ContinuousClock.now + timeout
+        let result = await withTaskGroup(of: Result<MembershipSnapshot, AskError>?.self) { group in
+            group.addTask {
+                do throws(AskError) {
+                    var view = try await self.membership(timeout: timeout)
+                    if satisfied(view) { return .success(view) }
+                    for await _ in changes {
+                        view = try await self.membership(timeout: max(deadline - .now, .milliseconds(1)))
+                        if satisfied(view) { return .success(view) }
+                    }
+                    return nil
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline)  // the bound
+                return .failure(.timeout(ActorAddress(node: me, path: MembershipShell.path), timeout))
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch result {
+        case .success(let view): return view
+        case .failure(let error): throw error
+        case nil: throw .stopped(ActorAddress(node: me, path: MembershipShell.path))
+        }
+    }
+
     /// The members as `node` (this one by default) sees them.
     public func membership(
         of node: NodeAddress? = nil, timeout: Duration = .seconds(5)

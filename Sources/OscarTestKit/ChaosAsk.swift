@@ -10,7 +10,9 @@ package struct ChaosAsk: Sendable, Equatable {
     /// How an ask ended, as the report counts it.
     package enum Outcome: String, Sendable, CaseIterable {
         case ok, failed
-        case timedOut = "timed out"
+        /// It may have happened: no reply in time, or its node became
+        /// unreachable (recorded as `timeout`).
+        case unknown
         /// No outcome in the history: the run ended, or the asking process
         /// died, before the ask did.
         case open
@@ -20,7 +22,7 @@ package struct ChaosAsk: Sendable, Equatable {
         switch outcomes.first?.kind {
         case .ok: .ok
         case .fail: .failed
-        case .timeout: .timedOut
+        case .timeout: .unknown
         default: .open
         }
     }

@@ -10,7 +10,7 @@ extension ChaosReport {
     /// Asks without an outcome are drawn as grey rings at their age when
     /// the history or their asking process ended (a kill): they took at
     /// least that long, and no longer could be seen. The dashed line is the
-    /// asks' timeout, where the timed-out ones gather.
+    /// asks' timeout, where the ones that timed out gather.
     static func latencyPlot(_ history: [ChaosEvent], kind: String) -> String {
         let events = history.sorted { $0.t < $1.t }
         guard let axis = TimeAxis(events) else { return emptyPicture("empty history") }
@@ -35,7 +35,7 @@ extension ChaosReport {
         }
         // The common outcome first, so the rare ones are drawn on top.
         var counts: [ChaosAsk.Outcome: Int] = [:]
-        for outcome in [ChaosAsk.Outcome.ok, .timedOut, .failed, .open] {
+        for outcome in [ChaosAsk.Outcome.ok, .unknown, .failed, .open] {
             for ask in asks where ask.outcome == outcome {
                 counts[outcome, default: 0] += 1
                 let (x, y) = (axis.x(ask.invoke.t), scale.y(milliseconds(ask)))
@@ -46,7 +46,7 @@ extension ChaosReport {
                 )
             }
         }
-        var legend: [(Swatch, String)] = [ChaosAsk.Outcome.ok, .failed, .timedOut].map { outcome in
+        var legend: [(Swatch, String)] = [ChaosAsk.Outcome.ok, .failed, .unknown].map { outcome in
             (.dot(colour(of: outcome)), "\(outcome.rawValue) (\(counts[outcome] ?? 0))")
         }
         if let open = counts[.open] {
@@ -67,7 +67,7 @@ extension ChaosReport {
         switch outcome {
         case .ok: Colour.healthy
         case .failed: Colour.down
-        case .timedOut: Colour.degraded
+        case .unknown: Colour.degraded
         case .open: Colour.off
         }
     }

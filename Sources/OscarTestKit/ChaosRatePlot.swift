@@ -21,7 +21,7 @@ extension ChaosReport {
         }
         var data: [String] = []
         var legend: [(Swatch, String)] = []
-        for outcome in [ChaosAsk.Outcome.ok, .failed, .timedOut] {
+        for outcome in [ChaosAsk.Outcome.ok, .failed, .unknown] {
             let counts = buckets[outcome] ?? []
             legend.append((.line(colour(of: outcome)), "\(outcome.rawValue) (\(counts.reduce(0, +)))"))
             guard counts.contains(where: { $0 > 0 }) else { continue }
@@ -47,7 +47,7 @@ extension ChaosReport {
     static func rateBuckets(_ asks: [ChaosAsk], axis: TimeAxis) -> [ChaosAsk.Outcome: [Int]] {
         let seconds = Int((axis.last - axis.first + 999_999_999) / 1_000_000_000)
         var buckets: [ChaosAsk.Outcome: [Int]] = [:]
-        for outcome in [ChaosAsk.Outcome.ok, .failed, .timedOut] {
+        for outcome in [ChaosAsk.Outcome.ok, .failed, .unknown] {
             buckets[outcome] = Array(repeating: 0, count: seconds)
         }
         for ask in asks {

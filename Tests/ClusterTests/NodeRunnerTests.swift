@@ -106,3 +106,30 @@ final class Ponger: Reactor {
         #expect(throws: NodeArguments.Problem.self) { try NodeArguments(["--print-config=yes"]) }
     }
 }
+
+/// Waiting for the cluster instead of polling it.
+@Suite(.timeLimit(.minutes(2))) struct WaitUntilUpTests {
+    @Test func aJoiningNodeWaitsUntilItAndTheOthersAreUp() async throws {
+        let settings = ClusterNode.Settings(secret: NodeRunnerTests.secret, loopCount: 1)
+        let a = try ClusterNode(settings: settings)
+        defer { a.shutdown() }
+        var joining = settings
+        joining.seeds = [a.address]
+        let b = try ClusterNode(settings: joining)
+        defer { b.shutdown() }
+        let view = try await b.waitUntilUp(members: 2, within: .seconds(30))
+        #expect(view.members.filter { $0.status == .up }.count == 2)
+        #expect(view.members.contains { $0.uid == b.address.uid && $0.status == .up })
+    }
+
+    @Test func aNodeThatCannotJoinTimesOut() async throws {
+        var settings = ClusterNode.Settings(secret: NodeRunnerTests.secret, loopCount: 1)
+        settings.seeds = [NodeAddress(host: "127.0.0.1", port: 1)]  // never answers
+        let lonely = try ClusterNode(settings: settings)
+        defer { lonely.shutdown() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: AskError.self) { try await lonely.waitUntilUp(within: .milliseconds(300)) }
+        #expect(clock.now - start < .seconds(20), "the bound ends the wait")
+    }
+}
