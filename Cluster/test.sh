@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source Cluster/scripts/bootstrap.sh
 oscar_bootstrap
+oscar_bootstrap_test_tools
 
 budget_end=$((SECONDS + ${OSCAR_TEST_BUDGET:-1500}))
 

@@ -20,3 +20,15 @@ oscar_bootstrap() {
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
   fi
 }
+
+# For the test suite only: dnsmasq (Debian's dnsmasq-base), the DNS server
+# the seed-discovery test runs inside network namespaces. That test needs
+# root anyway, so this installs only as root, and a failure only skips it.
+oscar_bootstrap_test_tools() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  command -v dnsmasq >/dev/null 2>&1 || [ -x /usr/sbin/dnsmasq ] && return 0
+  echo "oscar: installing dnsmasq-base (Debian package) for the DNS seed-discovery test" >&2
+  { env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dnsmasq-base; } >&2 ||
+    echo "oscar: could not install dnsmasq-base; the DNS seed-discovery test will be skipped" >&2
+}

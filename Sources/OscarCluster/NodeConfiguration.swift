@@ -20,6 +20,11 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var bindHost = "127.0.0.1"
     public var advertisedHost: String?
     public var seeds: [NodeAddress] = []
+    /// A DNS name and port whose A records are seeds (a Kubernetes headless
+    /// service), found before the node starts.
+    public var seedDNS: NodeAddress?
+    /// How many addresses the name must give before the node starts.
+    public var seedDNSMinimum = 1
     public var secret: String?
     /// A file holding the secret, so it need not be on the command line.
     public var secretFile: String?
@@ -196,6 +201,18 @@ package struct NodeConfiguration: Sendable, Equatable {
             c.seeds = try t.split(separator: ",").map { (s) throws(Reason) in try address(String(s)) }
         } show: {
             $0.seeds.isEmpty ? "(none: forms a new cluster)" : $0.seeds.map(\.description).joined(separator: ",")
+        },
+        Key(name: "seed-dns", help: "name:port whose DNS A records are seeds too (a headless service)") {
+            c, t throws(Reason) in
+            c.seedDNS = try address(t)
+        } show: {
+            $0.seedDNS?.description ?? "(none)"
+        },
+        Key(name: "seed-dns-min", help: "addresses seed-dns must give, stable over two looks, before starting") {
+            c, t throws(Reason) in
+            c.seedDNSMinimum = try int(t, 1...1000)
+        } show: {
+            "\($0.seedDNSMinimum)"
         },
         Key(name: "secret", help: "the cluster secret, 16 bytes or more (never sent; masked when printed)") {
             c, t throws(Reason) in

@@ -116,8 +116,15 @@ extension ClusterNode {
                     "\(name): the supervisor (pid \(supervisor)) has gone; not starting\n")
                 return 1
             }
-            let config = resolved.configuration
+            var config = resolved.configuration
             OscarLog.shared.level = config.logLevel
+            if let dns = config.seedDNS {
+                print(
+                    "looking up seeds: \(dns.host) (port \(dns.port)), until it gives \(config.seedDNSMinimum) address(es)"
+                )
+                let found = await SeedDiscovery(name: dns.host, port: dns.port, minimum: config.seedDNSMinimum).seeds()
+                config.seeds += found.filter { !config.seeds.contains($0) }
+            }
             var settings = config.clusterSettings(secret: secret)
             adjust(&settings, parsed)
             let node: ClusterNode

@@ -10,7 +10,7 @@ import OscarRuntime
 ///
 /// Why: a node advertises the host others should dial, and in a container
 /// network that is a service name, not an address. Literals skip the lookup.
-enum HostResolver {
+package enum HostResolver {
     /// Calls `done` on `loop`'s thread with the address, or with the reason
     /// the name did not resolve. Must be called on `loop`'s thread.
     package static func resolve(
@@ -69,4 +69,38 @@ private func onResolved(
     }
     let reason = status == 0 ? "no IPv4 address" : String(cString: uv_strerror(status))
     pending.done(.failure(.unresolvable(pending.host, reason)))
+}
+
+extension HostResolver {
+    /// Every IPv4 address `host` resolves to, deduplicated and sorted, or
+    /// why it resolved to none. Blocking (`getaddrinfo`): for start-up seed
+    /// discovery, on a thread of its own, never on a loop.
+    package static func allIPv4Addresses(of host: String) -> Result<[String], TransportError> {
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, nil, &hints, &result)
+        guard rc == 0 else { return .failure(.unresolvable(host, String(cString: gai_strerror(rc)))) }
+        defer { freeaddrinfo(result) }
+        var addresses: Set<String> = []
+        var entry = result
+        while let info = entry {
+            if info.pointee.ai_family == AF_INET, let raw = info.pointee.ai_addr {
+                var address = raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                if inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil {
+                    addresses.insert(
+                        String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                }
+            }
+            entry = info.pointee.ai_next
+        }
+        guard !addresses.isEmpty else { return .failure(.unresolvable(host, "no IPv4 address")) }
+        return .success(
+            addresses.sorted { a, b in
+                a.split(separator: ".").compactMap { Int($0) }.lexicographicallyPrecedes(
+                    b.split(separator: ".").compactMap { Int($0) })
+            })
+    }
 }

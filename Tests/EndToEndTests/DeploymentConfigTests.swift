@@ -102,4 +102,54 @@ import Testing
         let r = try await OscarProcess.run(["node", "--config", bad.path, "--check-config"])
         #expect(r.status == 64 && r.stderr.contains("port (from \(bad.path))"), "\(r.stderr)")
     }
+
+    /// The container's environment in Cluster/kubernetes/inventory.yaml,
+    /// read from its plain layout (`- name: X` then `value: "Y"`), with what
+    /// Kubernetes fills in (the pod's IP and namespace) filled in.
+    static func kubernetesEnvironment() throws -> [String: String] {
+        let text = try String(
+            contentsOf: root.appendingPathComponent("Cluster/kubernetes/inventory.yaml"), encoding: .utf8)
+        var env: [String: String] = [:]
+        var name: String?
+        for raw in text.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("- name: ") {
+                name = String(line.dropFirst("- name: ".count))
+            } else if let current = name, line.hasPrefix("value: ") {
+                env[current] = String(line.dropFirst("value: ".count)).trimmingCharacters(in: ["\""])
+                name = nil
+            } else if let current = name, line.hasPrefix("fieldPath: ") {
+                env[current] = line.hasSuffix("status.podIP") ? "10.1.2.3" : "shop"
+                name = nil
+            }
+        }
+        return env.mapValues { $0.replacingOccurrences(of: "$(POD_NAMESPACE)", with: env["POD_NAMESPACE"] ?? "") }
+    }
+
+    /// Every OSCAR_* variable the manifest sets is a setting, and together
+    /// they pass `--check-config` and find seeds through the headless
+    /// Service's name.
+    @Test func theKubernetesManifestsSettingsPassCheckConfig() async throws {
+        var env = try Self.kubernetesEnvironment()
+        // Every setting, as --print-config names it, as a variable.
+        let settings = try await OscarProcess.run(["node", "--port", "1", "--print-config"], secret: "").stdout
+        let known = Set(
+            settings.split(separator: "\n").compactMap { $0.split(separator: " ").first }.map {
+                "OSCAR_" + $0.uppercased().replacingOccurrences(of: "-", with: "_")
+            })
+        for name in env.keys where name.hasPrefix("OSCAR_") {
+            #expect(known.contains(name), "\(name) is not a setting")
+        }
+        #expect(env["OSCAR_SEED_DNS"] == "inventory.shop.svc.cluster.local:7000")
+        #expect(env["OSCAR_ADVERTISED_HOST"] == "10.1.2.3")
+        let secret = NSTemporaryDirectory() + "oscar-k8s-secret-\(getpid())"
+        try "a-long-cluster-secret-from-k8s\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        env["OSCAR_SECRET_FILE"] = secret
+        let r = try await OscarProcess.run(["node", "--check-config"], secret: "", environment: env)
+        #expect(r.status == 0 && r.stdout.contains("configuration is valid"), "\(r.stdout)\(r.stderr)")
+        let printed = try await OscarProcess.run(["node", "--print-config"], secret: "", environment: env)
+        #expect(printed.stdout.contains("seed-dns = inventory.shop.svc.cluster.local:7000  (environment)"))
+        #expect(printed.stdout.contains("seed-dns-min = 3  (environment)"))
+    }
 }

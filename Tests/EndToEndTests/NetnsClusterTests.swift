@@ -1,5 +1,6 @@
 import Foundation
 import OscarTestSupport
+import Synchronization
 import Testing
 
 /// Three hosts on one machine: a network namespace per node, joined by a
@@ -118,5 +119,94 @@ import Testing
         let r = try await OscarProcess.run(
             ["ask", "oscar://\(lab.address(3)):7000/user/echo", "Echo", #"{"text":"across"}"#], launcher: exec(1))
         #expect(r.status == 0 && r.stdout.contains("\(lab.address(3)):7000"), "\(r.stdout)\(r.stderr)")
+    }
+
+    static let dnsmasq = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+
+    /// Seeds from DNS, as a Kubernetes headless service gives them: a real
+    /// DNS server (dnsmasq) in the hub namespace answers one name with the
+    /// three hosts' addresses; each node is given only that name.
+    @Test(
+        .enabled(
+            if: available && dnsmasq != nil,
+            "needs root, ip netns and dnsmasq (apt-get install dnsmasq-base): run the suite as root to include it"))
+    func threeHostsFindEachOtherThroughOneDNSName() async throws {
+        let lab = Lab()
+        lab.tearDown()
+        let resolvConf = { (i: Int) in "/etc/netns/\(lab.ns(i))" }
+        let hostsFile = "/tmp/oscar-dns-\(lab.tag).hosts"
+        defer {
+            for i in lab.nodes { try? FileManager.default.removeItem(atPath: resolvConf(i)) }
+            try? FileManager.default.removeItem(atPath: hostsFile)
+            lab.tearDown()
+            #expect(lab.namespaces().isEmpty, "namespaces left behind: \(lab.namespaces())")
+        }
+        try #require(lab.setUp(), "could not build the namespaces")
+        // The DNS server on the bridge, at .2; every node's resolv.conf
+        // points there (`ip netns exec` mounts /etc/netns/NS/resolv.conf).
+        try #require(Self.run([Self.ip!, "-n", lab.hub, "addr", "add", "10.213.7.2/24", "dev", "br0"]) == 0)
+        try lab.nodes.map { "\(lab.address($0)) seeds.oscar.test\n" }.joined()
+            .write(toFile: hostsFile, atomically: true, encoding: .utf8)
+        for i in lab.nodes {
+            try FileManager.default.createDirectory(atPath: resolvConf(i), withIntermediateDirectories: true)
+            try "nameserver 10.213.7.2\n".write(
+                toFile: resolvConf(i) + "/resolv.conf", atomically: true, encoding: .utf8)
+        }
+        // dnsmasq runs as a daemon (its launcher exits at once): a second
+        // long-running Foundation Process here stops the others' exits from
+        // being seen. Its pid file says whom to stop.
+        let pidFile = "/tmp/oscar-dns-\(lab.tag).pid"
+        try #require(
+            Self.run([
+                Self.ip!, "netns", "exec", lab.hub, Self.dnsmasq!, "--no-resolv", "--no-hosts",
+                "--addn-hosts=\(hostsFile)", "--listen-address=10.213.7.2", "--bind-interfaces", "--port=53",
+                "--pid-file=\(pidFile)", "--user=root",
+            ]) == 0, "dnsmasq did not start")
+        defer {
+            if let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+                let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            {
+                kill(pid, SIGKILL)  // SIGTERM may be ignored: a disposition inherited from the test process
+            }
+            try? FileManager.default.removeItem(atPath: pidFile)
+        }
+        let exec: @Sendable (Int) -> [String] = { i in [Self.ip!, "netns", "exec", lab.ns(i)] }
+        var nodes: [OscarProcess] = []
+        defer { nodes.forEach { kill($0.process.processIdentifier, SIGKILL) } }
+        for i in lab.nodes {
+            nodes.append(
+                try OscarProcess(
+                    ["node", "--loops", "1"],
+                    environment: [
+                        "OSCAR_BIND_HOST": "0.0.0.0", "OSCAR_ADVERTISED_HOST": lab.address(i), "OSCAR_PORT": "7000",
+                        "OSCAR_SEED_DNS": "seeds.oscar.test:7000", "OSCAR_SEED_DNS_MIN": "3",
+                    ], launcher: exec(i)))
+        }
+        let lastAnswer = Mutex("")
+        let converged = await eventually(timeout: .seconds(60)) {
+            for i in lab.nodes {
+                let r = try? await OscarProcess.run(
+                    ["members", "--node", "\(lab.address(i)):7000", "--json"], launcher: exec(1))
+                lastAnswer.withLock {
+                    $0 = "\(lab.address(i)): \(r.map { "\($0.status) \($0.stdout) \($0.stderr)" } ?? "nil")"
+                }
+                guard let r, r.status == 0,
+                    let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+                    let members = json["members"] as? [[String: Any]],
+                    members.count == 3, members.allSatisfy({ $0["status"] as? String == "up" })
+                else { return false }
+            }
+            return true
+        }
+        #expect(
+            converged,
+            "last answer: \(lastAnswer.withLock { $0 }); logs: \(nodes.map { $0.stdout.value + $0.stderr.value })")
+        #expect(
+            nodes.allSatisfy {
+                $0.stdout.value.contains("joining through 10.213.7.11:7000, 10.213.7.12:7000, 10.213.7.13:7000")
+            },
+            "every node found the three seeds through the name: \(nodes.map(\.stdout.value))")
     }
 }
