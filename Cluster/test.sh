@@ -50,6 +50,7 @@ bounded "dependency matrix" 60 python3 Cluster/scripts/dependency-matrix.py --ch
 bounded "public API" 60 Cluster/scripts/public-api.sh --check
 bounded "default product" 60 python3 Cluster/scripts/product-closure.py
 bounded "unsafe code in the bottom files" 60 Cluster/scripts/unsafe-audit.sh
+bounded "typed refs refuse other actors' messages" 120 Cluster/scripts/typed-refs.sh
 
 echo "== swift test"
 bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \

@@ -9,6 +9,11 @@ import Synchronization
 /// message can cross the network; local sends never encode them.
 public protocol Message: Codable, Sendable {
     associatedtype Reply: Codable & Sendable = Done
+    /// The actor type that handles this message, for `TypedActorRef`: a
+    /// message that names its receiver can be sent through a typed ref to
+    /// that actor, and through no other (a compile error). `Never` (the
+    /// default): untyped refs only.
+    associatedtype Receiver = Never
 
     /// The name the message type travels under. Defaults to the type's name;
     /// override it when two modules' types share a name.

@@ -248,3 +248,32 @@ extension SystemTests {
         #expect(await eventually { freed.count == 1 })
     }
 }
+
+/// A typed ref delivers as the untyped one does; what it refuses, it refuses
+/// at compile time (Cluster/scripts/typed-refs.sh).
+@Suite(.timeLimit(.minutes(1))) struct TypedActorRefTests {
+    final class Tally: Reactor {
+        var total = 0
+        static func reactions(_ r: inout Reactions<Tally>) {
+            r.on(AddToTally.self, do: { me, m in me.total += m.n })
+            r.on(ReadTally.self, result: { me, _ in me.total })
+        }
+    }
+    struct AddToTally: Message {
+        typealias Receiver = Tally
+        var n: Int
+    }
+    struct ReadTally: Message {
+        typealias Reply = Int
+        typealias Receiver = Tally
+    }
+
+    @Test func aTypedRefTellsAndAsksItsActor() async throws {
+        let system = ActorSystem(settings: .init(loopCount: 1)) { $0.singleton("tally") { Tally() } }
+        defer { system.shutdown() }
+        let tally = system.ref(for: ActorAddress(node: system.node, path: "/user/tally")).typed(as: Tally.self)
+        for n in 1...10 { tally.tell(AddToTally(n: n)) }
+        #expect(try await tally.ask(ReadTally()) == 55, "tells in order, then the ask")
+        #expect(tally.untyped.address == tally.address)
+    }
+}

@@ -1,7 +1,12 @@
 import Oscar
 
+// Each message names the actor that handles it (`Receiver`), so a typed ref
+// (`ref.typed(as: Inventory.self)`) takes only that actor's messages: a
+// compile error, not an `unhandled` error at run time.
+
 /// Puts `count` more of `sku` in stock. A tell: no reply.
 public struct AddStock: Message {
+    public typealias Receiver = Inventory
     public var sku: String
     public var count: Int
     public init(sku: String, count: Int) {
@@ -12,6 +17,7 @@ public struct AddStock: Message {
 
 /// How many of `sku` are in stock.
 public struct GetStock: Message {
+    public typealias Receiver = Inventory
     public typealias Reply = Int
     public var sku: String
     public init(sku: String) { self.sku = sku }
@@ -20,6 +26,7 @@ public struct GetStock: Message {
 /// Takes `count` of `sku` out of stock, all or nothing: the reply says how
 /// many are left, or that there were too few (and nothing was taken).
 public struct RemoveStock: Message {
+    public typealias Receiver = Inventory
     public typealias Reply = Removal
     public var sku: String
     public var count: Int
@@ -38,6 +45,7 @@ public enum Removal: Codable, Sendable, Equatable {
 
 /// A price for `count` of `sku`, from the `pricing` pool.
 public struct Quote: Message {
+    public typealias Receiver = Pricer
     public typealias Reply = QuoteReply
     public var sku: String
     public var count: Int
@@ -56,6 +64,7 @@ public struct QuoteReply: Codable, Sendable, Equatable {
 
 /// Counts one stock movement in the cluster-wide ledger (the singleton).
 public struct Record: Message {
+    public typealias Receiver = Ledger
     public var sku: String
     public var delta: Int
     public init(sku: String, delta: Int) {
@@ -66,6 +75,7 @@ public struct Record: Message {
 
 /// The ledger's totals: movements seen and the net change per SKU.
 public struct GetLedger: Message {
+    public typealias Receiver = Ledger
     public typealias Reply = Ledger.Totals
     public init() {}
 }

@@ -16,14 +16,15 @@ public enum InventoryChaos {
                 .init("add", weight: 3) { c in
                     let (sku, n) = (skus[Int(c.draw % 3)], Int(c.draw / 3 % 5) + 1)
                     return await outcome("add \(sku) \(n)") {
-                        _ = try await c.ref("/user/inventory").ask(AddStock(sku: sku, count: n), timeout: .seconds(2))
+                        _ = try await c.ref("/user/inventory").typed(as: Inventory.self).ask(
+                            AddStock(sku: sku, count: n), timeout: .seconds(2))
                         return ""
                     }
                 },
                 .init("remove", weight: 2) { c in
                     let (sku, n) = (skus[Int(c.draw % 3)], Int(c.draw / 3 % 7) + 1)
                     return await outcome("remove \(sku) \(n)") {
-                        switch try await c.ref("/user/inventory").ask(
+                        switch try await c.ref("/user/inventory").typed(as: Inventory.self).ask(
                             RemoveStock(sku: sku, count: n), timeout: .seconds(2))
                         {
                         case .removed(let remaining): "left \(remaining)"
@@ -34,17 +35,17 @@ public enum InventoryChaos {
                 .init("get", weight: 2) { c in
                     let sku = skus[Int(c.draw % 3)]
                     return await outcome("get \(sku) 0") {
-                        "is \(try await c.ref("/user/inventory").ask(GetStock(sku: sku), timeout: .seconds(2)))"
+                        "is \(try await c.ref("/user/inventory").typed(as: Inventory.self).ask(GetStock(sku: sku), timeout: .seconds(2)))"
                     }
                 },
                 .init("quote") { c in
                     await outcome("quote apple 2") {
-                        "\(try await c.ref("/user/pricing").ask(Quote(sku: "apple", count: 2), timeout: .seconds(2)).total)"
+                        "\(try await c.ref("/user/pricing").typed(as: Pricer.self).ask(Quote(sku: "apple", count: 2), timeout: .seconds(2)).total)"
                     }
                 },
                 .init("ledger") { c in
                     await outcome("ledger - 0") {
-                        "\(try await c.ref("/user/ledger").ask(GetLedger(), timeout: .seconds(2)).movements)"
+                        "\(try await c.ref("/user/ledger").typed(as: Ledger.self).ask(GetLedger(), timeout: .seconds(2)).movements)"
                     }
                 },
             ],
