@@ -71,6 +71,36 @@ import Testing
             for name in nodes.map(ns) + [hub] { NetnsClusterTests.run([ip, "netns", "del", name]) }
         }
 
+        /// `ip netns exec NS(i)`: runs a command on host `i`.
+        func exec(_ i: Int) -> [String] { [NetnsClusterTests.ip!, "netns", "exec", ns(i)] }
+
+        /// An `oscar node` on every host: port 7000 on every interface,
+        /// advertising its own address, with `environment` on top.
+        func startNodes(_ environment: [String: String]) throws -> [OscarProcess] {
+            try nodes.map { i in
+                try OscarProcess(
+                    ["node", "--loops", "1"],
+                    environment: [
+                        "OSCAR_BIND_HOST": "0.0.0.0", "OSCAR_ADVERTISED_HOST": address(i), "OSCAR_PORT": "7000",
+                    ].merging(environment) { $1 }, launcher: exec(i))
+            }
+        }
+
+        /// Whether every node sees three up, as `oscar members --json` run
+        /// on the first host reports it; what the last one said otherwise.
+        func everyNodeSeesThreeUp() async -> (Bool, String) {
+            for i in nodes {
+                let r = try? await OscarProcess.run(
+                    ["members", "--node", "\(address(i)):7000", "--json"], launcher: exec(1))
+                guard let r, r.status == 0,
+                    let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
+                    let members = json["members"] as? [[String: Any]],
+                    members.count == 3, members.allSatisfy({ $0["status"] as? String == "up" })
+                else { return (false, "\(address(i)): \(r.map { "\($0.status) \($0.stdout) \($0.stderr)" } ?? "nil")") }
+            }
+            return (true, "")
+        }
+
         func namespaces() -> [String] {
             (try? FileManager.default.contentsOfDirectory(atPath: "/var/run/netns"))?.filter { $0.hasSuffix("-\(tag)") }
                 ?? []
@@ -86,38 +116,14 @@ import Testing
             #expect(lab.namespaces().isEmpty, "namespaces left behind: \(lab.namespaces())")
         }
         try #require(lab.setUp(), "could not build the namespaces")
-        let exec: @Sendable (Int) -> [String] = { i in [Self.ip!, "netns", "exec", lab.ns(i)] }
         let seeds = "\(lab.address(1)):7000,\(lab.address(2)):7000"
-        var nodes: [OscarProcess] = []
+        let nodes = try lab.startNodes(["OSCAR_SEEDS": seeds])
         defer { nodes.forEach { kill($0.process.processIdentifier, SIGKILL) } }
-        for i in lab.nodes {
-            nodes.append(
-                try OscarProcess(
-                    ["node", "--loops", "1"],
-                    environment: [
-                        "OSCAR_BIND_HOST": "0.0.0.0", "OSCAR_ADVERTISED_HOST": lab.address(i), "OSCAR_PORT": "7000",
-                        "OSCAR_SEEDS": seeds,
-                    ], launcher: exec(i)))
-        }
-        // Every node sees three up, as `oscar members --json` run in the
-        // first namespace reports it.
-        let converged = await eventually(timeout: .seconds(30)) {
-            for i in lab.nodes {
-                guard
-                    let r = try? await OscarProcess.run(
-                        ["members", "--node", "\(lab.address(i)):7000", "--json"], launcher: exec(1)),
-                    r.status == 0,
-                    let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
-                    let members = json["members"] as? [[String: Any]],
-                    members.count == 3, members.allSatisfy({ $0["status"] as? String == "up" })
-                else { return false }
-            }
-            return true
-        }
+        let converged = await eventually(timeout: .seconds(30)) { await lab.everyNodeSeesThreeUp().0 }
         #expect(converged, "logs: \(nodes.map { $0.stdout.value + $0.stderr.value })")
         // An ask from the first host to the third, answered there.
         let r = try await OscarProcess.run(
-            ["ask", "oscar://\(lab.address(3)):7000/user/echo", "Echo", #"{"text":"across"}"#], launcher: exec(1))
+            ["ask", "oscar://\(lab.address(3)):7000/user/echo", "Echo", #"{"text":"across"}"#], launcher: lab.exec(1))
         #expect(r.status == 0 && r.stdout.contains("\(lab.address(3)):7000"), "\(r.stdout)\(r.stderr)")
     }
 
@@ -172,33 +178,13 @@ import Testing
             }
             try? FileManager.default.removeItem(atPath: pidFile)
         }
-        let exec: @Sendable (Int) -> [String] = { i in [Self.ip!, "netns", "exec", lab.ns(i)] }
-        var nodes: [OscarProcess] = []
+        let nodes = try lab.startNodes(["OSCAR_SEED_DNS": "seeds.oscar.test:7000", "OSCAR_SEED_DNS_MIN": "3"])
         defer { nodes.forEach { kill($0.process.processIdentifier, SIGKILL) } }
-        for i in lab.nodes {
-            nodes.append(
-                try OscarProcess(
-                    ["node", "--loops", "1"],
-                    environment: [
-                        "OSCAR_BIND_HOST": "0.0.0.0", "OSCAR_ADVERTISED_HOST": lab.address(i), "OSCAR_PORT": "7000",
-                        "OSCAR_SEED_DNS": "seeds.oscar.test:7000", "OSCAR_SEED_DNS_MIN": "3",
-                    ], launcher: exec(i)))
-        }
         let lastAnswer = Mutex("")
         let converged = await eventually(timeout: .seconds(60)) {
-            for i in lab.nodes {
-                let r = try? await OscarProcess.run(
-                    ["members", "--node", "\(lab.address(i)):7000", "--json"], launcher: exec(1))
-                lastAnswer.withLock {
-                    $0 = "\(lab.address(i)): \(r.map { "\($0.status) \($0.stdout) \($0.stderr)" } ?? "nil")"
-                }
-                guard let r, r.status == 0,
-                    let json = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any],
-                    let members = json["members"] as? [[String: Any]],
-                    members.count == 3, members.allSatisfy({ $0["status"] as? String == "up" })
-                else { return false }
-            }
-            return true
+            let (done, said) = await lab.everyNodeSeesThreeUp()
+            lastAnswer.withLock { $0 = said }
+            return done
         }
         #expect(
             converged,
