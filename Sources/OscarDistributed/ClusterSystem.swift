@@ -31,7 +31,9 @@ import Synchronization
 ///   task per call on a shared pool.
 /// - A call to another node is an ask: it fails with the same `AskError`s
 ///   (`nodeUnreachable` at once when the connection is lost, `timeout`, …).
-///   An error the callee throws arrives as `RemoteCallError`.
+///   An error the callee throws arrives as itself when its type is in
+///   `Settings.decodableErrors` (as a local call would throw it), else as
+///   `RemoteCallError`.
 /// - Actors are held weakly: when one deinits, its ID is resigned and its
 ///   path freed. `shutdown()` shuts the node down.
 public final class ClusterSystem: DistributedActorSystem, Sendable {
@@ -44,9 +46,10 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
     public struct Settings: Sendable {
         /// How long a remote call waits for its outcome.
         public var callTimeout = Duration.seconds(5)
-        /// Error types whose values a caller decodes from a remote throw
-        /// (by mangled name): others arrive as type name and message only,
-        /// so the network cannot make this node decode arbitrary types.
+        /// Error types a caller decodes from a remote throw (by mangled name)
+        /// and throws as themselves, as a local call does: others arrive as
+        /// `RemoteCallError` (type name and message), so the network cannot
+        /// make this node decode arbitrary types.
         public var decodableErrors: [any (Error & Codable & Sendable).Type] = []
         /// Whether calls to local distributed actors may take the direct
         /// path: the Swift runtime's executor with each function's
@@ -282,11 +285,16 @@ public final class ClusterSystem: DistributedActorSystem, Sendable {
         return ref
     }
 
-    private func remoteError(_ type: String, _ message: String, _ raw: RawCBOR?) -> RemoteCallError {
-        var error = RemoteCallError(typeName: type, message: message, value: nil)
-        if let raw, let decodable = decodable[type] {
-            error.value = try? node.system.decoder.decode(decodable, from: raw.bytes)
+    /// What a remote throw becomes for the caller: the callee's own error
+    /// value when its type is in `decodableErrors`, so a local and a remote
+    /// call throw the same type; else a `RemoteCallError` with the type's
+    /// name and the error's description.
+    private func remoteError(_ type: String, _ message: String, _ raw: RawCBOR?) -> any Error {
+        if let raw, let decodable = decodable[type],
+            let value = try? node.system.decoder.decode(decodable, from: raw.bytes)
+        {
+            return value
         }
-        return error
+        return RemoteCallError(typeName: type, message: message)
     }
 }

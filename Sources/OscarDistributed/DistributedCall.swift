@@ -261,17 +261,20 @@ struct ReturnedValue: Encodable, ReplyConvertible, @unchecked Sendable {
     }
 }
 
-/// An error thrown by a distributed function on another node, as the caller
-/// sees it: the remote type's name and the error's description, and the
-/// error value itself when its type is `Codable` and the caller's
-/// `ClusterSystem.Settings.decodableErrors` lists it.
+/// An error thrown by a distributed function on another node whose type the
+/// caller does not decode: the remote type's name and the error's
+/// description. A type listed in `ClusterSystem.Settings.decodableErrors`
+/// arrives as itself instead, the same as from a local call.
 public struct RemoteCallError: Error, Sendable, CustomStringConvertible {
     /// The error's type as the callee named it, such as `MyModule.GreeterError`.
     public var typeName: String
     /// The callee's description of the error.
     public var message: String
-    /// The error value, decoded, when allowed.
-    public var value: (any Error & Sendable)?
+
+    public init(typeName: String, message: String) {
+        self.typeName = typeName
+        self.message = message
+    }
 
     public var description: String { "\(typeName): \(message)" }
 }

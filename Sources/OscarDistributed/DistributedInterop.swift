@@ -166,7 +166,7 @@ extension ActorRef {
         switch try await ask(call, timeout: timeout) {
         case .value(let raw): return try CBORValue(cbor: raw.bytes)
         case .void: return .null
-        case .error(let type, let message, _): throw RemoteCallError(typeName: type, message: message, value: nil)
+        case .error(let type, let message, _): throw RemoteCallError(typeName: type, message: message)
         }
     }
 }

@@ -28,7 +28,7 @@ public struct ClusterInvocationEncoder: DistributedTargetInvocationEncoder {
 
     public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {
         guard let name = TypeNames.name(of: type) else {
-            throw RemoteCallError(typeName: "\(type)", message: "has no mangled name to send", value: nil)
+            throw RemoteCallError(typeName: "\(type)", message: "has no mangled name to send")
         }
         generics.append(name)
     }

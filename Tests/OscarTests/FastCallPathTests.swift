@@ -82,8 +82,8 @@ distributed actor PathTestActor {
         do {
             _ = try await remote.refuse("no")
             Issue.record("the remote throw must reach the caller")
-        } catch let error as RemoteCallError {
-            #expect(error.value as? PathTestError == .refused("no"))
+        } catch let error as PathTestError {
+            #expect(error == .refused("no"))
         }
         #expect(try await local.describe("local", 1, [], 0) == "local×1 [] @0.0", "a local call")
 
