@@ -101,6 +101,9 @@ extension ClusterNode {
                 // Checked before anything starts (and by --check-config): a
                 // node without a usable secret cannot join anything.
                 secret = try NodeSecret.forNode(resolved)
+            } catch let problem as NodeArguments.Problem {
+                ProcessControl.writeStandardError("\(name): \(problem) ('\(name) --help' lists the settings)\n")
+                return 64
             } catch {
                 ProcessControl.writeStandardError("\(name): \(error)\n")
                 return 64

@@ -20,7 +20,7 @@ public enum ChaosReport {
         row(
             "asks",
             "ok".leftPadded(8, with: " ") + "failed".leftPadded(8, with: " ")
-                + "timeout".leftPadded(9, with: " ") + "indeterminate".leftPadded(15, with: " "))
+                + "unknown".leftPadded(9, with: " ") + "no outcome".leftPadded(15, with: " "))
         var total = [0, 0, 0, 0]
         for (kind, counts) in t.asks.sorted(by: { $0.key < $1.key }) {
             row(
