@@ -199,7 +199,7 @@ import Testing
             let (seed, tally) = (run.seed, ChaosChecker().check(run.events).tally)
             for plot in run.plots {
                 let row = tally.asks[plot.kind] ?? []
-                for (i, outcome) in ["ok", "failed", "timedOut"].enumerated() {
+                for (i, outcome) in ["ok", "failed", "unknown"].enumerated() {
                     let drawn = Self.lines("<circle class=\"point \(outcome)\"", in: plot.latency).count
                     #expect(drawn == row[i], "seed \(seed) \(plot.kind) \(outcome)")
                 }
