@@ -107,8 +107,11 @@ final class Ponger: Reactor {
     }
 }
 
-/// Waiting for the cluster instead of polling it.
-@Suite(.timeLimit(.minutes(2))) struct WaitUntilUpTests {
+/// Waiting for the cluster instead of polling it. The bounds are wide: under
+/// the sanitizer pass, CPU-bound suites beside these can hold every thread
+/// of Swift's cooperative pool for tens of seconds, and nothing here runs
+/// meanwhile.
+@Suite(.timeLimit(.minutes(4))) struct WaitUntilUpTests {
     @Test func aJoiningNodeWaitsUntilItAndTheOthersAreUp() async throws {
         let settings = ClusterNode.Settings(secret: NodeRunnerTests.secret, loopCount: 1)
         let a = try ClusterNode(settings: settings)
@@ -117,7 +120,7 @@ final class Ponger: Reactor {
         joining.seeds = [a.address]
         let b = try ClusterNode(settings: joining)
         defer { b.shutdown() }
-        let view = try await b.waitUntilUp(members: 2, within: .seconds(30))
+        let view = try await b.waitUntilUp(members: 2, within: .seconds(120))
         #expect(view.members.filter { $0.status == .up }.count == 2)
         #expect(view.members.contains { $0.uid == b.address.uid && $0.status == .up })
     }
@@ -127,9 +130,13 @@ final class Ponger: Reactor {
         settings.seeds = [NodeAddress(host: "127.0.0.1", port: 1)]  // never answers
         let lonely = try ClusterNode(settings: settings)
         defer { lonely.shutdown() }
-        let clock = ContinuousClock()
-        let start = clock.now
-        await #expect(throws: AskError.self) { try await lonely.waitUntilUp(within: .milliseconds(300)) }
-        #expect(clock.now - start < .seconds(20), "the bound ends the wait")
+        // The bound ends the wait (were it ignored, the wait would never end
+        // and the suite's time limit would fail the test).
+        do {
+            try await lonely.waitUntilUp(within: .milliseconds(300))
+            Issue.record("a node that cannot join is not up")
+        } catch {
+            if case .timeout = error {} else { Issue.record("not a timeout: \(error)") }
+        }
     }
 }
