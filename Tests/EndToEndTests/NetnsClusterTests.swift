@@ -160,16 +160,17 @@ import Testing
             try "nameserver 10.213.7.2\n".write(
                 toFile: resolvConf(i) + "/resolv.conf", atomically: true, encoding: .utf8)
         }
-        // dnsmasq runs as a daemon (its launcher exits at once): a second
-        // long-running Foundation Process here stops the others' exits from
-        // being seen. Its pid file says whom to stop.
+        // dnsmasq runs as a daemon, started through the shell (`system`),
+        // not Foundation's Process: a Process whose child leaves a daemon
+        // behind, or a second long-running one, upset Foundation's and
+        // libdispatch's child monitoring here (exits not seen; once a crash
+        // in libdispatch's event loop). Its pid file says whom to stop.
         let pidFile = "/tmp/oscar-dns-\(lab.tag).pid"
-        try #require(
-            Self.run([
-                Self.ip!, "netns", "exec", lab.hub, Self.dnsmasq!, "--no-resolv", "--no-hosts",
-                "--addn-hosts=\(hostsFile)", "--listen-address=10.213.7.2", "--bind-interfaces", "--port=53",
-                "--pid-file=\(pidFile)", "--user=root",
-            ]) == 0, "dnsmasq did not start")
+        let start =
+            "\(Self.ip!) netns exec \(lab.hub) \(Self.dnsmasq!) --no-resolv --no-hosts --addn-hosts=\(hostsFile) "
+            + "--listen-address=10.213.7.2 --bind-interfaces --port=53 --pid-file=\(pidFile) --user=root "
+            + "</dev/null >/dev/null 2>&1"
+        try #require(system(start) == 0, "dnsmasq did not start")
         defer {
             if let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
                 let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
