@@ -6,7 +6,7 @@ import Testing
 
 /// The cluster singleton follows this node's whole view, fed here directly:
 /// no sockets, no gossip, each view as the membership shell would hand it.
-@Suite(.timeLimit(.minutes(1))) struct SingletonPlacementTests {
+@Suite(.timeLimit(.minutes(4))) struct SingletonPlacementTests {
     static func older(_ status: MemberStatus) -> Member {
         Member(node: NodeAddress(host: "127.0.0.1", port: 65_000, uid: 7), status: status, upNumber: 1)
     }

@@ -251,7 +251,7 @@ extension SystemTests {
 
 /// A typed ref delivers as the untyped one does; what it refuses, it refuses
 /// at compile time (Cluster/scripts/typed-refs.sh).
-@Suite(.timeLimit(.minutes(1))) struct TypedActorRefTests {
+@Suite(.timeLimit(.minutes(4))) struct TypedActorRefTests {
     final class Tally: Reactor {
         var total = 0
         static func reactions(_ r: inout Reactions<Tally>) {
