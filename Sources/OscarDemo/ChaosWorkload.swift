@@ -147,7 +147,8 @@ public enum ChaosWorkload {
         var operations = ChaosOperations(operations: [
             .init("echo", weight: 0.4, timeout: timeout) { c in
                 await .asking { () async throws(AskError) in
-                    _ = try await c.ref("/user/echo", on: c.randomMember).ask(Demo.Echo(text: "\(c.op)"), timeout: timeout)
+                    _ = try await c.ref("/user/echo", on: c.randomMember).ask(
+                        Demo.Echo(text: "\(c.op)"), timeout: timeout)
                 }
             },
             .init("pool", weight: 0.3, timeout: timeout) { c in
