@@ -3,6 +3,7 @@ import Glibc
 import Oscar
 import OscarDemo
 import OscarTestKit
+import OscarTestSupport
 import Testing
 
 @testable import OscarCluster
@@ -93,14 +94,6 @@ final class RawPeer: @unchecked Sendable {
             }
         }
         return false
-    }
-}
-
-/// Runs blocking socket work on a Dispatch thread: blocking one of the
-/// cooperative pool's threads (one per core) would stall every other test.
-func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Oscar
+import OscarTestSupport
 import Testing
 
 @testable import OscarDistributed
@@ -8,9 +9,10 @@ import Testing
 /// Random and mutated inputs into the decoders: they may fail, but only with
 /// their typed errors, and never trap. Fixed seed, so a failure replays.
 ///
-/// The loops yield every thousand inputs: Swift Testing runs tests on the
-/// cooperative pool, which has one thread per core, and a long loop that
-/// never yields would starve every other test of it.
+/// The loops run on threads of their own (`offThePool`): Swift Testing runs
+/// tests on the cooperative pool, one thread per core, and seconds of
+/// decoding there (minutes under the sanitizer) starved the suites beside
+/// them past their time limits.
 @Suite(.serialized, .timeLimit(.minutes(8))) struct FuzzTests {
     static let iterations = 100_000
 
@@ -49,24 +51,26 @@ import Testing
     }
 
     @Test func cborDecodersOnlyEverThrowTypedErrors() async throws {
-        var rng = SeededRandom(seed: 0x05CA_2026)
         let corpus = try Self.corpus()
-        let decoder = CBORDecoder()
-        var decodedSomething = 0
-        for i in 0..<Self.iterations {
-            if i % 1_000 == 0 { await Task.yield() }
-            let input: [UInt8] =
-                i % 4 == 0
-                ? (0..<Int.random(in: 0..<64, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
-                : Self.mutate(corpus[i % corpus.count], &rng)
-            do {
-                _ = try CBORValue(cbor: input)
-                decodedSomething += 1
-            } catch {
-                // A CBORError by the signature; reaching here is the point.
+        let decodedSomething = try await offThePool {
+            var rng = SeededRandom(seed: 0x05CA_2026)
+            let decoder = CBORDecoder()
+            var decodedSomething = 0
+            for i in 0..<Self.iterations {
+                let input: [UInt8] =
+                    i % 4 == 0
+                    ? (0..<Int.random(in: 0..<64, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
+                    : Self.mutate(corpus[i % corpus.count], &rng)
+                do {
+                    _ = try CBORValue(cbor: input)
+                    decodedSomething += 1
+                } catch {
+                    // A CBORError by the signature; reaching here is the point.
+                }
+                _ = try? decoder.decode(PersonV2.self, from: input)
+                _ = try? decoder.decode([Shape].self, from: input)
             }
-            _ = try? decoder.decode(PersonV2.self, from: input)
-            _ = try? decoder.decode([Shape].self, from: input)
+            return decodedSomething
         }
         // The mutations leave some inputs valid, so both paths were exercised.
         #expect(decodedSomething > 1_000)
@@ -74,31 +78,33 @@ import Testing
     }
 
     @Test func frameAndEnvelopeDecodersOnlyEverThrowTypedErrors() async throws {
-        var rng = SeededRandom(seed: 0xF4A3_E5)
-        var valid: [UInt8] = []
-        WireEnvelope.append(to: &valid, kind: .ask, correlation: 9, recipient: "/user/echo", manifest: "Echo") {
-            $0.append(contentsOf: [0xa1, 0x61, 0x74, 0x61, 0x78])
-        }
-        var frames = 0
-        var errors = 0
-        for i in 0..<Self.iterations {
-            if i % 1_000 == 0 { await Task.yield() }
-            let input: [UInt8] =
-                i % 3 == 0
-                ? (0..<Int.random(in: 0..<48, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
-                : Self.mutate(valid, &rng)
-            let buffer = FrameBuffer(maxFrame: 1024)
-            let region = buffer.prepareForRead()
-            region.copyBytes(from: input)
-            buffer.didRead(input.count)
-            do {
-                while let frame = try buffer.nextFrame() {
-                    frames += 1
-                    _ = try WireEnvelope.parse(frame)
-                }
-            } catch {
-                errors += 1
+        let (frames, errors) = try await offThePool {
+            var rng = SeededRandom(seed: 0xF4A3_E5)
+            var valid: [UInt8] = []
+            WireEnvelope.append(to: &valid, kind: .ask, correlation: 9, recipient: "/user/echo", manifest: "Echo") {
+                $0.append(contentsOf: [0xa1, 0x61, 0x74, 0x61, 0x78])
             }
+            var frames = 0
+            var errors = 0
+            for i in 0..<Self.iterations {
+                let input: [UInt8] =
+                    i % 3 == 0
+                    ? (0..<Int.random(in: 0..<48, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
+                    : Self.mutate(valid, &rng)
+                let buffer = FrameBuffer(maxFrame: 1024)
+                let region = buffer.prepareForRead()
+                region.copyBytes(from: input)
+                buffer.didRead(input.count)
+                do {
+                    while let frame = try buffer.nextFrame() {
+                        frames += 1
+                        _ = try WireEnvelope.parse(frame)
+                    }
+                } catch {
+                    errors += 1
+                }
+            }
+            return (frames, errors)
         }
         #expect(frames > 10_000)
         #expect(errors > 1_000)
@@ -107,24 +113,26 @@ import Testing
     /// JSON text from the CLI and config files: random bytes and mutations
     /// of valid documents are read or refused with `JSONBridge.Failure`.
     @Test func jsonReaderOnlyEverThrowsTypedErrors() async throws {
-        var rng = SeededRandom(seed: 0x0_15_0E)
-        let corpus = [
-            #"{"port": 7100, "roles": ["a", "b\u00e9"], "seeds": null, "x": [1.5e3, -0, true, {}]}"#,
-            #"[[[{"k": "\ud83c\udf89\n\"", "j": -18446744073709551616}]]]"#,
-        ].map { Array($0.utf8) }
-        var read = 0
-        for i in 0..<Self.iterations / 4 {
-            if i % 1_000 == 0 { await Task.yield() }
-            let input: [UInt8] =
-                i % 4 == 0
-                ? (0..<Int.random(in: 0..<32, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
-                : Self.mutate(corpus[i % corpus.count], &rng)
-            do throws(JSONBridge.Failure) {
-                _ = try JSONBridge.cbor(fromJSON: String(decoding: input, as: UTF8.self))
-                read += 1
-            } catch {
-                // Typed by the signature; reaching here is the point.
+        let read = try await offThePool {
+            var rng = SeededRandom(seed: 0x0_15_0E)
+            let corpus = [
+                #"{"port": 7100, "roles": ["a", "b\u00e9"], "seeds": null, "x": [1.5e3, -0, true, {}]}"#,
+                #"[[[{"k": "\ud83c\udf89\n\"", "j": -18446744073709551616}]]]"#,
+            ].map { Array($0.utf8) }
+            var read = 0
+            for i in 0..<Self.iterations / 4 {
+                let input: [UInt8] =
+                    i % 4 == 0
+                    ? (0..<Int.random(in: 0..<32, using: &rng)).map { _ in .random(in: 0...255, using: &rng) }
+                    : Self.mutate(corpus[i % corpus.count], &rng)
+                do throws(JSONBridge.Failure) {
+                    _ = try JSONBridge.cbor(fromJSON: String(decoding: input, as: UTF8.self))
+                    read += 1
+                } catch {
+                    // Typed by the signature; reaching here is the point.
+                }
             }
+            return read
         }
         #expect(read > 100)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Oscar
+import OscarTestSupport
 import Testing
 
 @testable import OscarTestKit
@@ -14,24 +15,14 @@ import Testing
     /// several times slower.
     static let scale = ProcessInfo.processInfo.environment["OSCAR_SANITIZER_RUN"] == nil ? 1 : 4
 
-    /// Runs `work` on a thread of its own, not on Swift concurrency's
-    /// cooperative threads (nor Dispatch's, which they share): a search
-    /// keeps its threads busy for seconds, and holding shared ones would
-    /// stall every other test's tasks meanwhile.
-    static func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: work()) }.start()
-        }
-    }
-
     static func failures(_ outcomes: [SplitBrainSearch.Outcome]) -> String {
         outcomes.filter { $0.violation != nil }.map { o in
             "seed \(o.seed), \(o.nodes) nodes: \(o.violation!)\n\(o.minimal ?? o.schedule)"
         }.joined(separator: "\n")
     }
 
-    @Test func randomSchedulesOnFiveNodesBreakNoProperty() async {
-        let outcomes = await Self.offThePool {
+    @Test func randomSchedulesOnFiveNodesBreakNoProperty() async throws {
+        let outcomes = try await offThePool {
             SplitBrainSearch().search(seeds: 1...UInt64(200 / Self.scale), nodes: { _ in 5 })
         }
         #expect(outcomes.count == 200 / Self.scale)
@@ -40,8 +31,8 @@ import Testing
         #expect(outcomes.map(\.downed).reduce(0, +) > outcomes.count)
     }
 
-    @Test func randomSchedulesOnThreeToNineNodesBreakNoProperty() async {
-        let outcomes = await Self.offThePool {
+    @Test func randomSchedulesOnThreeToNineNodesBreakNoProperty() async throws {
+        let outcomes = try await offThePool {
             SplitBrainSearch().search(seeds: 50_001...UInt64(50_000 + 140 / Self.scale), nodes: { 3 + Int($0 % 7) })
         }
         #expect(outcomes.allSatisfy { $0.violation == nil }, "\(Self.failures(outcomes))")
@@ -99,7 +90,7 @@ import Testing
     /// `oscar chaos --nodes 5 --duration 60s --seed 23` split the cluster in
     /// two and then lost four of five nodes. Its plan, replayed on the
     /// simulator under many network seeds, keeps one cluster.
-    @Test func chaosSeedTwentyThreesPlanKeepsOneClusterOnTheSimulator() async {
+    @Test func chaosSeedTwentyThreesPlanKeepsOneClusterOnTheSimulator() async throws {
         let plan = NemesisPlan(
             seed: 23, nodes: 5, duration: .seconds(60), faults: [.kill, .pause, .partition, .delay, .loss],
             protected: [3, 4])
@@ -108,7 +99,7 @@ import Testing
             schedule.steps.contains { step in
                 if case .partition(let groups) = step.fault { groups.contains([1]) } else { false }
             }, "the plan cuts node 1 (7106) off on its own")
-        let violations = await Self.offThePool {
+        let violations = try await offThePool {
             (UInt64(1)...UInt64(40 / Self.scale)).compactMap { seed in
                 SplitBrainSearch().run(schedule, nodes: 5, seed: seed).0.map { "network seed \(seed): \($0)" }
             }

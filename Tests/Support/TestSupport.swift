@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Synchronization
 
@@ -75,3 +76,13 @@ public func realTimeBound(_ bound: Duration) -> Duration {
 /// about five times slower: load tests shrink there so they do not starve
 /// the tests running beside them.
 public let underSanitizer = getenv("OSCAR_SANITIZER_RUN").map { String(cString: $0) } == "1"
+
+/// Runs `work` on a thread of its own, not on Swift concurrency's
+/// cooperative threads (one per core) nor Dispatch's, which they share:
+/// blocking socket calls or seconds of CPU-bound work there would stall every
+/// other test's tasks meanwhile (under the sanitizer, past their limits).
+public func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
+}
