@@ -72,3 +72,17 @@ public struct ActorAddress: Hashable, Sendable, Codable, CustomStringConvertible
     public var uri: String { "oscar://\(node.host):\(node.port)\(path)" }
     public var description: String { uri }
 }
+
+/// `"127.0.0.1:7001"` in code: seeds and nodes to ask, written as a person
+/// would. A literal that is not `host:port` is a mistake in the program, not
+/// input, so it stops the program the first time it runs; text that comes
+/// from outside (flags, files, peers) goes through `init?(hostPort:)`, which
+/// returns nil instead.
+extension NodeAddress: ExpressibleByStringLiteral {
+    public init(stringLiteral text: String) {
+        guard let address = NodeAddress(hostPort: text) else {
+            preconditionFailure("\"\(text)\" is not a node address (host:port, port 1...65535)")
+        }
+        self = address
+    }
+}

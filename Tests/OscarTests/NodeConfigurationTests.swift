@@ -6,6 +6,20 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct NodeConfigurationTests {
     let file = (path: "node.json", text: #"{"port": 7100, "roles": ["a", "b"], "stable-after": "7s", "secret": "f"}"#)
 
+    /// Seeds in code read as a person writes them; text from outside
+    /// parses to nil, never a trap.
+    @Test func nodeAddressesAreWrittenAsHostPortLiterals() {
+        let seeds: [NodeAddress] = ["127.0.0.1:7001", "node-2.inventory.svc:7000"]
+        #expect(
+            seeds == [
+                NodeAddress(host: "127.0.0.1", port: 7001), NodeAddress(host: "node-2.inventory.svc", port: 7000),
+            ])
+        #expect(ClusterNode.Settings(secret: "a-long-cluster-secret", seeds: ["127.0.0.1:7001"]).seeds == [seeds[0]])
+        for text in ["127.0.0.1", ":7001", "host:0", "host:65536", "host:x", ""] {
+            #expect(NodeAddress(hostPort: text) == nil, "\(text)")
+        }
+    }
+
     @Test func flagsBeatEnvironmentBeatFileBeatDefaults() throws {
         let r = try NodeConfiguration.resolve(
             flags: ["port": "7300"], environment: ["OSCAR_PORT": "7200", "OSCAR_SECRET": "e"], file: file)
