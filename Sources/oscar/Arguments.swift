@@ -42,6 +42,13 @@ struct Arguments {
 
     func has(_ name: String) -> Bool { switches.contains(name) }
 
+    /// Takes a cluster file's options and switches where the command line
+    /// gave none: the command line wins.
+    mutating func fillIn(from file: ClusterFile.Contents) {
+        options.merge(file.options) { given, _ in given }
+        switches.formUnion(file.switches)
+    }
+
     mutating func option(_ name: String) -> String? {
         used.insert(name)
         return options[name]

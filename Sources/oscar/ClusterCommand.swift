@@ -34,9 +34,12 @@ enum ClusterCommand {
 
     static func run(_ args: inout Arguments) async throws(CLIError) {
         guard let sub = args.positionals.first else { throw .usage(usage) }
-        let dir = args.option("dir") ?? ".oscar/cluster"
+        // A cluster file: every option of `up`; the other commands want its dir.
+        let file = try args.option("file").map { (path) throws(CLIError) in try ClusterFile.read(path) }
+        if sub == "up", let file { args.fillIn(from: file) }
+        let dir = args.option("dir") ?? file?.options["dir"] ?? ".oscar/cluster"
         switch sub {
-        case "up": try await up(&args, dir: dir)
+        case "up": try await up(&args, dir: dir, fileArguments: file?.arguments ?? [])
         case "status": try await status(&args, dir: dir)
         case "down": try await down(&args, dir: dir)
         case "logs": try await logs(&args, dir: dir)
@@ -48,7 +51,7 @@ enum ClusterCommand {
 
     // MARK: - up / add
 
-    static func up(_ args: inout Arguments, dir: String) async throws(CLIError) {
+    static func up(_ args: inout Arguments, dir: String, fileArguments: [String]) async throws(CLIError) {
         let count = try args.int("nodes", default: 3, range: 1...64)
         let basePort = try args.int("base-port", default: 7000, range: 1...65535 - 64)
         let httpBase = try args.option("http-base-port").map { (text) throws(CLIError) in
@@ -60,8 +63,9 @@ enum ClusterCommand {
         let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
         let supervised = !args.has("no-supervise")
         let exec = try args.option("exec").map(executablePath)
-        // After `--`: the application's own arguments.
-        let execArguments = Array(args.positionals.dropFirst())
+        // After `--`: the application's own arguments (else the cluster file's).
+        let typed = Array(args.positionals.dropFirst())
+        let execArguments = typed.isEmpty ? fileArguments : typed
         if exec == nil, !execArguments.isEmpty {
             throw .usage("unexpected arguments \(execArguments); an application's own go after --exec PATH --")
         }

@@ -12,14 +12,17 @@ let usage = """
     USAGE
       oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--dir .oscar/cluster]
                        [--timeout 30s] [--no-supervise] [--secret-file F | --secret S]
-                       [--exec PATH [-- ARGS...]]
+                       [--exec PATH [-- ARGS...]] [--file oscar-cluster.json]
                                       start a local cluster of N node processes in the background,
                                       each under 'oscar node --supervise' (pid and log of each in
                                       --dir, and DIR/secret: a new random secret unless one is
                                       given); waits until it has converged. --exec: your own node
                                       binary (one built on ClusterNode.Runner) instead of the demo
                                       node, given the node settings and then ARGS; status, logs,
-                                      add, kill, down, ask, tell and members work on it the same
+                                      add, kill, down, ask, tell and members work on it the same.
+                                      --file: these options as one JSON object ("nodes", "exec",
+                                      "arguments": [...], ...; paths relative to the file), which
+                                      flags override; every cluster command takes --file for its dir
       oscar cluster status [--dir D]  the member table with each node's restarts, and nodes whose
                                       process is gone
       oscar cluster down [--grace 15s] [--dir D]

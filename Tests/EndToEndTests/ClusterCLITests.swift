@@ -115,4 +115,44 @@ import Testing
         let gone = await eventually(timeout: .seconds(10)) { started.allSatisfy { !Self.isAlive($0) } }
         #expect(gone, "still running: \(started.filter(Self.isAlive))")
     }
+
+    /// A cluster file holds `up`'s options; a flag beside it wins; its paths
+    /// are the file's folder's; the other commands find the cluster through
+    /// it; a wrong key or type is refused as bad arguments (64), naming it.
+    @Test func aClusterFileStartsTheClusterItDescribes() async throws {
+        let base = try #require(Self.freeRange(3))
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("oscar-file-\(base)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = folder + "/oscar-cluster.json"
+        try #"{"nodes": 3, "base-port": \#(base), "dir": "state", "timeout": "60s"}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        var pids: [Int32] = []
+        do {
+            let up = try await OscarProcess.run(
+                ["cluster", "up", "--file", file, "--nodes", "2"], timeout: .seconds(90))
+            #expect(up.status == 0, "\(up.stdout)\(up.stderr)")
+            pids = Self.pids(folder + "/state")
+            #expect(pids.count == 2, "--nodes beats the file's 3; the state is in the file's folder")
+            let status = try await OscarProcess.run(["cluster", "status", "--file", file])
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains("127.0.0.1:\(base + 1)"), "\(status.stdout)")
+        } catch {
+            Issue.record(error)
+        }
+        let down = try await OscarProcess.run(["cluster", "down", "--file", file], timeout: .seconds(60))
+        #expect(down.status == 0 && down.stdout.contains("stopped 2 nodes"), "\(down.stdout)\(down.stderr)")
+        let started = pids
+        let gone = await eventually(timeout: .seconds(10)) { started.allSatisfy { !Self.isAlive($0) } }
+        #expect(gone)
+
+        for (text, complaint) in [
+            (#"{"node": 3}"#, #"unknown key "node""#), (#"{"nodes": "3"}"#, #""nodes" must be a whole number"#),
+            (#"{"arguments": [1]}"#, #""arguments" must be a list of strings"#), ("[]", "one JSON object"),
+        ] {
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let r = try await OscarProcess.run(["cluster", "up", "--file", file])
+            #expect(r.status == 64 && r.stderr.contains(complaint), "\(text): \(r.stderr)")
+        }
+    }
 }
