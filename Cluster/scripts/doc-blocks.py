@@ -37,6 +37,7 @@ class Block:
     def __init__(self, path, line, lang, text, continues):
         self.path, self.line, self.lang, self.text, self.continues = path, line, lang, text, continues
         self.errors = []
+        self.failed = False  # set by check(): it or a block of its chain failed
 
     @property
     def where(self):
