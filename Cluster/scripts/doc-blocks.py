@@ -38,6 +38,7 @@ class Block:
         self.path, self.line, self.lang, self.text, self.continues = path, line, lang, text, continues
         self.errors = []
         self.failed = False  # set by check(): it or a block of its chain failed
+        self.note = ""  # how far a manifest was checked
 
     @property
     def where(self):
@@ -153,11 +154,13 @@ def check_manifest(block, tmp):
     for dependency in manifest.get("dependencies", []):
         local = dependency.get("fileSystem")
         if not local:
-            return  # from a URL or a registry: this machine cannot fetch it; parsed only
+            block.note = ", parsed only: a dependency from a URL or a registry is not fetched"
+            return
         paths.append(local[0]["path"])
     for path in paths:
         if not os.path.realpath(path).startswith(os.path.realpath(tmp) + os.sep):
-            return  # outside the sandbox: parsed only
+            block.note = f", parsed only: {path} is not beside the package"
+            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.lexists(path):
             os.symlink(os.getcwd(), path)
@@ -168,6 +171,7 @@ def check_manifest(block, tmp):
     graph = run(["swift", "package", "--package-path", app, "show-dependencies"])
     if graph.returncode != 0:
         block.errors += manifest_errors(graph.output, app, block)
+    block.note = ", resolved against this repository"
 
 
 def manifest_errors(output, app, block):
@@ -214,7 +218,7 @@ def check(paths, swiftc_flags, out=sys.stdout):
                 elif failed:
                     print(f"{block.where} FAILED (checked with {failed.where}, which fails)", file=out)
                 else:
-                    kind = " (Package.swift)" if block.is_manifest else ""
+                    kind = f" (Package.swift{block.note})" if block.is_manifest else ""
                     joined = f" (with {chain[0].where})" if block is not chain[0] else ""
                     print(f"{block.where} ok{kind}{joined}", file=out)
                 block.failed = failed is not None

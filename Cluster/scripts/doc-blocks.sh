@@ -24,7 +24,7 @@
 #   dependencies are paths (`.package(path: "../oscar")`) they are linked to
 #   this repository and `swift package show-dependencies` loads the package
 #   graph, which fails on a product Oscar does not have. Offline: nothing is
-#   fetched.
+#   fetched (a manifest with a URL dependency is only parsed).
 # - Other fences (```sh, ```json, plain ```) are not compiled.
 #
 # Prints one line per block, `FILE:LINE ok` or `FILE:LINE FAILED` followed by
