@@ -51,6 +51,9 @@ bounded "public API" 60 Cluster/scripts/public-api.sh --check
 bounded "default product" 60 python3 Cluster/scripts/product-closure.py
 bounded "unsafe code in the bottom files" 60 Cluster/scripts/unsafe-audit.sh
 bounded "typed refs refuse other actors' messages" 120 Cluster/scripts/typed-refs.sh
+# Every ```swift block of the docs compiles against the built modules (its
+# own self-test first proves it fails a broken block); seconds.
+bounded "doc code blocks" 300 Cluster/scripts/doc-blocks.sh
 
 echo "== swift test"
 bounded "swift test" 600 swift test -Xswiftc -warnings-as-errors --skip-build \

@@ -8,10 +8,10 @@
 #   Cluster/scripts/typed-refs.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-modules=.build/debug/Modules
-[[ -d $modules ]] || { echo "typed-refs: build first (swift build)" >&2; exit 1; }
+source Cluster/scripts/typecheck-env.sh
+oscar_require_build typed-refs
 typecheck() {
-  swiftc -typecheck -swift-version 6 -I "$modules" -Xcc -fmodule-map-file=Sources/CLibUV/module.modulemap "$1" 2>&1
+  swiftc "${oscar_typecheck_flags[@]}" "$1" 2>&1
 }
 status=0
 if ! out=$(typecheck Cluster/scripts/typed-refs/compiles.swift); then
