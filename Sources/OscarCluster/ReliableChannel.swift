@@ -108,9 +108,14 @@ public final class ReliableProducer<M: Message>: Sendable {
     public var sent: UInt64 { state.withLock { $0.core.nextSeq - 1 } }
 
     /// Sends `message`, waiting while the window is full. Returns once the
-    /// channel has taken it (not when it is acknowledged).
-    package func send(_ message: M) async throws(CBORError) {
-        let payload = try CBOREncoder().encode(message)
+    /// channel has taken it (not when it is acknowledged). A message that
+    /// cannot be encoded is refused as a remote ask refuses it
+    /// (`AskError.handlerFailed`, saying so), and nothing is sent.
+    public func send(_ message: M) async throws(AskError) {
+        let payload: [UInt8]
+        do { payload = try CBOREncoder().encode(message) } catch {
+            throw .handlerFailed("\(M.manifest) could not be encoded: \(error)")
+        }
         while true {
             let directives = state.withLock { $0.core.offer(payload) }
             if let directives {
