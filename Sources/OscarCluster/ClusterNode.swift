@@ -11,7 +11,7 @@ import Synchronization
 ///
 /// ```swift
 /// let node = try ClusterNode(settings: .init(port: 7001, secret: "a-long-cluster-secret")) { actors in
-///     actors.singleton("echo") { EchoActor() }
+///     actors.nodeSingleton("echo") { EchoActor() }
 /// }
 /// let remote = node.system.ref("oscar://127.0.0.1:7002/user/echo")!
 /// let reply = try await remote.ask(Echo(text: "hi"))

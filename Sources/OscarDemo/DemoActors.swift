@@ -122,9 +122,9 @@ public enum Demo {
 
     /// Declares the demo actors in a system being built.
     public static func declare(in actors: inout ActorSystemBuilder) {
-        actors.singleton("echo") { EchoActor() }
-        actors.singleton("counter") { CounterActor() }
-        actors.singleton("kv") { KVActor() }
+        actors.nodeSingleton("echo") { EchoActor() }
+        actors.nodeSingleton("counter") { CounterActor() }
+        actors.nodeSingleton("kv") { KVActor() }
         actors.clusterPool("workers", ClusterPoolSettings(perNode: 2)) { Worker() }
     }
 }

@@ -67,11 +67,11 @@ public enum FloodBenchmark {
     /// Floods for `seconds` and returns the figures.
     public static func run(seconds: Int, secret: String) async throws -> [BenchFigure] {
         let a = try ClusterNode(settings: .init(secret: secret, loopCount: 2)) { actors in
-            actors.singleton("flooder") { Flooder() }
+            actors.nodeSingleton("flooder") { Flooder() }
         }
         defer { a.shutdown() }
         let b = try ClusterNode(settings: .init(secret: secret, loopCount: 2, seeds: [a.address])) { actors in
-            actors.singleton("receiver") { SlowReceiver() }
+            actors.nodeSingleton("receiver") { SlowReceiver() }
         }
         defer { b.shutdown() }
         let unreachable = Atomic<Int>(0)

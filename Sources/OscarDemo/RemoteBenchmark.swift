@@ -49,7 +49,7 @@ public enum RemoteBenchmark {
         let stopped = StopSignal()
         let node = try ClusterNode(settings: .init(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)) {
             actors in
-            actors.singleton("server") { Server(stop: { stopped.fire() }) }
+            actors.nodeSingleton("server") { Server(stop: { stopped.fire() }) }
         }
         let distributed = DistributedBenchmark.host(on: node)  // for `--api distributed`
         ready(node.address.port)

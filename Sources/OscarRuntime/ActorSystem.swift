@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// ```swift
 /// let system = ActorSystem(settings: .init(name: "demo")) { actors in
-///     actors.singleton("session") { SessionActor() }
+///     actors.nodeSingleton("session") { SessionActor() }
 ///     actors.instance("auth", AuthActor(keys: keys))
 ///     actors.pool("api", size: 3) { APIActor() }
 /// }

@@ -19,12 +19,22 @@ public struct ActorSystemBuilder {
 
     package init() {}
 
-    /// An actor created on first use: its factory runs, on its loop, when
-    /// its first message arrives.
-    public mutating func singleton<A: Reactor>(
+    /// One actor on this node, created on first use: its factory runs, on
+    /// its loop, when its first message arrives. Every node that declares it
+    /// has its own; for one in the whole cluster, see `clusterSingleton`.
+    public mutating func nodeSingleton<A: Reactor>(
         _ name: String, supervision: SupervisionStrategy = .default, _ make: @escaping @Sendable () -> A
     ) {
         providers.append(.singleton(name: name, supervision: supervision, make: { ReactorBox(make()) }))
+    }
+
+    /// The name before `nodeSingleton`, which says that it is one per node,
+    /// not one in the cluster (`clusterSingleton`).
+    @available(*, deprecated, renamed: "nodeSingleton")
+    public mutating func singleton<A: Reactor>(
+        _ name: String, supervision: SupervisionStrategy = .default, _ make: @escaping @Sendable () -> A
+    ) {
+        nodeSingleton(name, supervision: supervision, make)
     }
 
     /// An actor the caller has already built. It is handed over to the system,

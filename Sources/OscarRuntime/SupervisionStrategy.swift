@@ -2,7 +2,7 @@ import OscarBase
 import OscarCBOR
 
 /// What happens to an actor when one of its reactions throws. Set where the
-/// actor is declared (`actors.singleton("cart", supervision: .restart()) { … }`).
+/// actor is declared (`actors.nodeSingleton("cart", supervision: .restart()) { … }`).
 ///
 /// The ask whose reaction threw always gets `AskError.handlerFailed` with
 /// the error's description, whatever the strategy; a tell's error is logged.

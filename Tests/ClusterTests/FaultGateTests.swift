@@ -26,7 +26,7 @@ import Testing
         var settings = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)
         settings.injectFaults(with: faults)
         let a = try ClusterNode(settings: settings) { actors in
-            actors.singleton("ping") { PingActor() }
+            actors.nodeSingleton("ping") { PingActor() }
         }
         let b = try node()
         defer { shutDown(a, b) }
@@ -96,7 +96,7 @@ import Testing
     /// and no `POST /faults`, and takes no fault command from anyone.
     @Test func aNodeThatDidNotInstallTheGateHasNoneOfIt() async throws {
         let a = try ClusterNode(settings: .init(secret: "a-long-cluster-secret", loopCount: 1, httpPort: 0)) { actors in
-            actors.singleton("ping") { PingActor() }
+            actors.nodeSingleton("ping") { PingActor() }
         }
         let b = try node()
         defer { shutDown(a, b) }

@@ -48,7 +48,7 @@ final class Auditor: Reactor {
 // ARTICLE-LOCAL-BEGIN
 func auditOneWallet() async throws -> String {
     let system = ActorSystem { actors in
-        actors.singleton("wallet") { Wallet() }  // created at its first message
+        actors.nodeSingleton("wallet") { Wallet() }  // created at its first message
         actors.pool("auditors", size: 2) { Auditor() }  // up to 2, as load needs
     }
     defer { system.shutdown() }
@@ -64,7 +64,7 @@ func auditOneWallet() async throws -> String {
 // ARTICLE-CLUSTER-BEGIN
 func depositAcrossNodes(secret: String) async throws -> Int {
     let a = try ClusterNode(settings: .init(host: "127.0.0.1", port: 0, secret: secret)) { actors in
-        actors.singleton("wallet") { Wallet() }
+        actors.nodeSingleton("wallet") { Wallet() }
     }
     defer { a.shutdown() }
     let events = a.events  // subscribed before b exists, so its arrival is seen

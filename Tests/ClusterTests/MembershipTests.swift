@@ -37,7 +37,7 @@ import Testing
         var settings = ClusterNode.Settings(
             secret: "a-long-cluster-secret", loopCount: 1, membershipTick: .milliseconds(200))
         settings.advertisedHost = "localhost"
-        let seed = try ClusterNode(settings: settings) { $0.singleton("ping") { PingActor() } }
+        let seed = try ClusterNode(settings: settings) { $0.nodeSingleton("ping") { PingActor() } }
         #expect(seed.address.host == "localhost")
         let b = try clusterNode(seeds: [NodeAddress(host: "localhost", port: seed.address.port)])
         defer { [b, seed].forEach { $0.shutdown() } }

@@ -30,8 +30,8 @@ final class InflateActor: Reactor {
         var settings = ClusterNode.Settings(port: 0, secret: "a-long-cluster-secret", loopCount: 2)
         configure(&settings)
         return try ClusterNode(settings: settings) { actors in
-            actors.singleton("ping") { PingActor() }
-            actors.singleton("inflate") { InflateActor() }
+            actors.nodeSingleton("ping") { PingActor() }
+            actors.nodeSingleton("inflate") { InflateActor() }
         }
     }
 
@@ -145,8 +145,8 @@ final class InflateActor: Reactor {
             settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10)
         ) {
             actors in
-            actors.singleton("ping") { PingActor(gate: gate) }
-            actors.singleton("inflate") { InflateActor() }
+            actors.nodeSingleton("ping") { PingActor(gate: gate) }
+            actors.nodeSingleton("inflate") { InflateActor() }
         }
         let a = try ClusterNode(
             settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10))

@@ -20,7 +20,7 @@ private struct ReadmeCluster {
     // README-CLUSTER-BEGIN
     func greetGrace() async throws -> String {
         let secret = "a-long-cluster-secret"  // 16 bytes at least; `oscar secret` makes one
-        let a = try ClusterNode(settings: .init(secret: secret)) { $0.singleton("greeter") { Greeter() } }
+        let a = try ClusterNode(settings: .init(secret: secret)) { $0.nodeSingleton("greeter") { Greeter() } }
         let b = try ClusterNode(settings: .init(secret: secret, seeds: [a.address]))
         defer { [b, a].forEach { $0.shutdown() } }
         let greeter = b.system.ref("oscar://\(a.address)/user/greeter")!  // a ref on b to an actor on a

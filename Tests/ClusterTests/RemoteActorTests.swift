@@ -69,7 +69,7 @@ func node(
     var settings = ClusterNode.Settings(port: 0, secret: secret, loopCount: 2)
     if let faults { settings.injectFaults(with: faults) }
     return try ClusterNode(settings: settings) { actors in
-        actors.singleton("ping") { PingActor(gate: gate) }
+        actors.nodeSingleton("ping") { PingActor(gate: gate) }
     }
 }
 
@@ -130,12 +130,12 @@ extension RemoteActorTests {
         let release = DispatchSemaphore(value: 0)
         let receiver = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) {
             actors in
-            actors.singleton("sink") { PaddedSink() }
-            actors.singleton("holder") { LoopHolder(release) }
+            actors.nodeSingleton("sink") { PaddedSink() }
+            actors.nodeSingleton("holder") { LoopHolder(release) }
         }
         let sender = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1)) {
             actors in
-            actors.singleton("burster") { Burster() }
+            actors.nodeSingleton("burster") { Burster() }
         }
         defer { shutDown(receiver, sender) }
         let sink = sender.system.ref("oscar://127.0.0.1:\(receiver.address.port)/user/sink")!
@@ -232,7 +232,7 @@ extension RemoteActorTests {
         let pinned = a.system.ref(for: ActorAddress(node: b.address, path: "/user/ping"))
         b.shutdown()
         b = try ClusterNode(settings: .init(port: port, secret: "a-long-cluster-secret", loopCount: 2)) { actors in
-            actors.singleton("ping") { PingActor() }
+            actors.nodeSingleton("ping") { PingActor() }
         }
         defer {
             a.shutdown()

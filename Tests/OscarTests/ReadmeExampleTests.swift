@@ -16,7 +16,7 @@ final class Greeter: Reactor {  // an actor declares a reaction per message type
 }
 
 func greetAda() async throws -> String {
-    let system = ActorSystem { $0.singleton("greeter") { Greeter() } }
+    let system = ActorSystem { $0.nodeSingleton("greeter") { Greeter() } }
     defer { system.shutdown() }
     return try await system.actor("greeter")!.ask(Greet(name: "Ada"))
 }

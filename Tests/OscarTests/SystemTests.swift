@@ -131,7 +131,7 @@ final class Tracked: Reactor {
     @Test func aSingletonIsCreatedOnFirstUseAndOnlyOnce() async throws {
         let created = Tally()
         let system = ActorSystem(settings: .init(loopCount: 2)) { actors in
-            actors.singleton("counter") {
+            actors.nodeSingleton("counter") {
                 created.increment()
                 return CounterActor()
             }
@@ -165,7 +165,7 @@ final class Tracked: Reactor {
         #expect(services.service(EnglishGreeting.self) == nil)
 
         let system = ActorSystem(settings: .init(loopCount: 1), services: services) { actors in
-            actors.singleton("greeter") { ServiceGreeter() }
+            actors.nodeSingleton("greeter") { ServiceGreeter() }
         }
         defer { system.shutdown() }
         #expect(try await system.actor("greeter")!.ask(ServiceGreet(name: "Ada")) == "Hello, Ada")
@@ -269,7 +269,7 @@ extension SystemTests {
     }
 
     @Test func aTypedRefTellsAndAsksItsActor() async throws {
-        let system = ActorSystem(settings: .init(loopCount: 1)) { $0.singleton("tally") { Tally() } }
+        let system = ActorSystem(settings: .init(loopCount: 1)) { $0.nodeSingleton("tally") { Tally() } }
         defer { system.shutdown() }
         let tally = system.ref(for: ActorAddress(node: system.node, path: "/user/tally")).typed(as: Tally.self)
         for n in 1...10 { tally.tell(AddToTally(n: n)) }

@@ -26,7 +26,7 @@ final class Server: Reactor {
 }
 func seconds(_ d: Duration) -> Double { let (s, a) = d.components; return Double(s) + Double(a) / 1e18 }
 let secret = "a-long-cluster-secret"
-let b = try ClusterNode(settings: .init(secret: secret, loopCount: 1)) { $0.singleton("server") { Server() } }
+let b = try ClusterNode(settings: .init(secret: secret, loopCount: 1)) { $0.nodeSingleton("server") { Server() } }
 let a = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
 let server = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/server")!
 _ = try await server.ask(Flush(), timeout: .seconds(10))  // connected
