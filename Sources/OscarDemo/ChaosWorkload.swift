@@ -146,33 +146,25 @@ public enum ChaosWorkload {
         let timeout = settings.askTimeout
         var operations = ChaosOperations(operations: [
             .init("echo", weight: 0.4, timeout: timeout) { c in
-                await .asking { () async throws(AskError) in
+                await .asking {
                     _ = try await c.ref("/user/echo", on: c.randomMember).ask(
                         Demo.Echo(text: "\(c.op)"), timeout: timeout)
                 }
             },
             .init("pool", weight: 0.3, timeout: timeout) { c in
-                await .asking { () async throws(AskError) in
+                await .asking {
                     _ = try await c.ref("/user/workers").ask(Demo.Work(id: c.op), timeout: timeout)
                 }
             },
             .init("singleton", weight: 0.15, timeout: timeout) { c in
-                await .asking { () async throws(AskError) in
+                await .asking {
                     _ = try await c.ref("/user/\(ledger)").ask(Next(), timeout: timeout)
                 }
             },
             // Distributed calls time out after the system's call timeout.
             .init("virtual", weight: 0.15, timeout: cluster.settings.callTimeout) { c in
                 let account = try cluster.virtualActor(ChaosAccount.self, id: "k\(c.draw % 8)")
-                return await .asking { () async throws(AskError) in
-                    do {
-                        _ = try await account.deposit(1)
-                    } catch let error as AskError {
-                        throw error
-                    } catch {
-                        throw .handlerFailed("\(error)")
-                    }
-                }
+                return await .asking { _ = try await account.deposit(1) }
             },
         ])
         operations.interval = settings.interval

@@ -43,18 +43,32 @@ public struct ChaosOperations: Sendable {
         /// It may or may not have happened.
         case unknown(String)
 
-        /// The outcome of an ask: `.ok` with its reply; `.unknown` when it
-        /// timed out or its node became unreachable (it may have been
-        /// processed); `.fail` for any other error (refused, not handled).
-        public static func asking(_ ask: () async throws(AskError) -> Void) async -> Outcome {
-            do throws(AskError) {
-                try await ask()
-                return .ok()
-            } catch {
+        /// The outcome of an ask or a distributed call, with `what` (the
+        /// operation and its arguments, as the checks will read them back)
+        /// leading its text:
+        /// - `.ok`: `what`, then what `ask` returned (nothing for `Void`);
+        /// - `.unknown`: it timed out or its node became unreachable, or it
+        ///   threw something other than an `AskError` (such as a distributed
+        ///   actor's own error): it may have happened;
+        /// - `.fail`: any other `AskError` (refused, not handled, not found):
+        ///   it did not happen.
+        ///
+        /// A failure's text is `what`, then the error in parentheses, so the
+        /// words of `what` stay where a check looks for them.
+        public static func asking<Value>(_ what: String = "", _ ask: () async throws -> Value) async -> Outcome {
+            func text(_ parts: String...) -> String { parts.filter { !$0.isEmpty }.joined(separator: " ") }
+            do {
+                let value = try await ask()
+                let said = Value.self == Void.self ? "" : "\(value)"
+                let recorded = text(what, said)
+                return .ok(recorded.isEmpty ? nil : recorded)
+            } catch let error as AskError {
                 switch error {
-                case .timeout, .nodeUnreachable: return .unknown("\(error)")
-                default: return .fail("\(error)")
+                case .timeout, .nodeUnreachable: return .unknown(text(what, "(\(error))"))
+                default: return .fail(text(what, "(\(error))"))
                 }
+            } catch {
+                return .unknown(text(what, "(\(error))"))
             }
         }
     }

@@ -289,4 +289,22 @@ import Testing
             #expect(ChaosViewEntry(bad) == nil, "\(bad)")
         }
     }
+
+    /// An operation's outcome from how its ask ended: what may have happened
+    /// is unknown, what certainly did not is a failure, and `what` leads the
+    /// text so a check can read its words back.
+    @Test func anAsksEndBecomesTheOutcomeItMeans() async {
+        struct Own: Error {}
+        let here = ActorAddress(node: "127.0.0.1:7000", path: "/user/x")
+        #expect(await ChaosOperations.Outcome.asking { () } == .ok(nil))
+        #expect(await ChaosOperations.Outcome.asking("get a 0") { "is 5" } == .ok("get a 0 is 5"))
+        #expect(await ChaosOperations.Outcome.asking("n") { 7 } == .ok("n 7"))
+        let timeout = AskError.timeout(here, .seconds(2))
+        #expect(await ChaosOperations.Outcome.asking("add a 1") { throw timeout } == .unknown("add a 1 (\(timeout))"))
+        let lost = AskError.nodeUnreachable(here.node, "lost")
+        #expect(await ChaosOperations.Outcome.asking { throw lost } == .unknown("(\(lost))"))
+        let refused = AskError.actorNotFound(here)
+        #expect(await ChaosOperations.Outcome.asking("add a 1") { throw refused } == .fail("add a 1 (\(refused))"))
+        #expect(await ChaosOperations.Outcome.asking("call") { throw Own() } == .unknown("call (Own())"))
+    }
 }

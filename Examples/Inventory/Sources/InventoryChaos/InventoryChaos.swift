@@ -15,15 +15,14 @@ public enum InventoryChaos {
             operations: [
                 .init("add", weight: 3) { c in
                     let (sku, n) = (skus[Int(c.draw % 3)], Int(c.draw / 3 % 5) + 1)
-                    return await outcome("add \(sku) \(n)") {
+                    return await .asking("add \(sku) \(n)") {
                         _ = try await c.ref("/user/inventory").typed(as: Inventory.self).ask(
                             AddStock(sku: sku, count: n), timeout: .seconds(2))
-                        return ""
                     }
                 },
                 .init("remove", weight: 2) { c in
                     let (sku, n) = (skus[Int(c.draw % 3)], Int(c.draw / 3 % 7) + 1)
-                    return await outcome("remove \(sku) \(n)") {
+                    return await .asking("remove \(sku) \(n)") {
                         switch try await c.ref("/user/inventory").typed(as: Inventory.self).ask(
                             RemoveStock(sku: sku, count: n), timeout: .seconds(2))
                         {
@@ -34,17 +33,17 @@ public enum InventoryChaos {
                 },
                 .init("get", weight: 2) { c in
                     let sku = skus[Int(c.draw % 3)]
-                    return await outcome("get \(sku) 0") {
+                    return await .asking("get \(sku) 0") {
                         "is \(try await c.ref("/user/inventory").typed(as: Inventory.self).ask(GetStock(sku: sku), timeout: .seconds(2)))"
                     }
                 },
                 .init("quote") { c in
-                    await outcome("quote apple 2") {
+                    await .asking("quote apple 2") {
                         "\(try await c.ref("/user/pricing").typed(as: Pricer.self).ask(Quote(sku: "apple", count: 2), timeout: .seconds(2)).total)"
                     }
                 },
                 .init("ledger") { c in
-                    await outcome("ledger - 0") {
+                    await .asking("ledger - 0") {
                         "\(try await c.ref("/user/ledger").typed(as: Ledger.self).ask(GetLedger(), timeout: .seconds(2)).movements)"
                     }
                 },
@@ -53,21 +52,6 @@ public enum InventoryChaos {
                 .init("no stock lost or created: every read is explained by the node's own movements", stockCheck),
                 .init("every quote is 125 cents a unit", quoteCheck),
             ])
-    }
-
-    /// Runs an ask, recording `what` (the operation and its arguments) with
-    /// every outcome, so the checker can replay even an unknown one.
-    static func outcome(_ what: String, _ ask: () async throws -> String) async -> ChaosOperations.Outcome {
-        do {
-            return .ok("\(what) \(try await ask())")
-        } catch let error as AskError {
-            switch error {
-            case .timeout, .nodeUnreachable: return .unknown(what)
-            default: return .fail(what)
-            }
-        } catch {
-            return .unknown(what)
-        }
     }
 
     // MARK: - The stock check
