@@ -82,6 +82,42 @@ import Testing
         #expect(allUp(sim, survivors, count: 4))
     }
 
+    /// The newest member killed the moment it is promoted, before it has
+    /// acknowledged the others' promotion (`oscar cluster up`, then `oscar
+    /// cluster kill` of the last node): the other two stay up and remove it.
+    /// Before, nobody could count the member promoted beside it, and the
+    /// whole cluster downed itself. Seeds vary the timing; the test counts
+    /// the runs that hit the window and requires some.
+    @Test func killingTheNewestMemberAtItsPromotionLeavesTheOthersUp() async {
+        var hits = 0
+        for seed in UInt64(1)...20 {
+            var sim = ClusterSimulator(settings: .init(nodes: 3, seed: seed))
+            var newest: Int?
+            while sim.now < 30, newest == nil {
+                sim.run(until: sim.now + 0.0005)
+                let up = sim.view(0).current.filter { $0.status == .up }
+                guard up.count == 3, let last = up.max(by: { $0.upNumber < $1.upNumber }) else { continue }
+                newest = (0..<3).first { ClusterSimulator.address($0).uid == last.uid }
+            }
+            guard let victim = newest else {
+                Issue.record("seed \(seed): three members never up")
+                continue
+            }
+            let survivors = (0..<3).filter { $0 != victim }
+            // The window: a survivor does not yet know every member saw the
+            // other survivor promoted.
+            if survivors.contains(where: { sim.states[$0].settled.count < 3 }) { hits += 1 }
+            sim.kill(victim)
+            let uid = ClusterSimulator.address(victim).uid
+            let removed = await advance(
+                &sim, until: { s in survivors.allSatisfy { s.view($0).members[uid]?.status == .removed } },
+                limit: sim.now + 40)
+            #expect(removed != nil, "seed \(seed): node \(victim) was not removed")
+            #expect(survivors.allSatisfy { sim.isServing($0) }, "seed \(seed): a survivor stopped")
+        }
+        #expect(hits > 0, "no run killed the newest member inside the window")
+    }
+
     @Test func aThreeTwoPartitionLeavesOnlyTheMajorityUp() async {
         var sim = ClusterSimulator(settings: .init(nodes: 5, seed: 3))
         #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 30) != nil)

@@ -25,9 +25,26 @@ import Testing
         #expect(KeepMajority.decide(me: 2, gossip: g, settled: Set(1...5)) == .downOthers([4, 5]))
     }
 
+    /// Unsettled: promoted after an unreachable voter, which may not know it.
     @Test func membersWhosePromotionNotEveryoneSawDoNotCountOnMySide() {
+        let g = Self.view(5, unreachable: [1, 2])
+        #expect(KeepMajority.decide(me: 3, gossip: g, settled: [1, 2, 3, 4]) == .downSelf, "5 is unsettled: 2 of 5")
+    }
+
+    /// A member promoted before every unreachable voter counts: each of those,
+    /// if alive elsewhere, was promoted in a state that holds it up. The kill
+    /// of the newest member before it acknowledged the others' promotion
+    /// (`cluster up`, then `cluster kill` of the last node) leaves the rest
+    /// a majority; that of an older one still downs them (2 of 3 may not
+    /// know 3 is up).
+    @Test func membersPromotedBeforeEveryUnreachableVoterCountOnMySide() {
+        let newestKilled = Self.view(3, unreachable: [3])
+        #expect(KeepMajority.decide(me: 1, gossip: newestKilled, settled: [1]) == .downOthers([3]))
+        #expect(KeepMajority.decide(me: 2, gossip: newestKilled, settled: [1]) == .downOthers([3]))
+        let olderKilled = Self.view(3, unreachable: [2])
+        #expect(KeepMajority.decide(me: 1, gossip: olderKilled, settled: [1]) == .downSelf)
         let g = Self.view(5, unreachable: [4, 5])
-        #expect(KeepMajority.decide(me: 2, gossip: g, settled: [1, 2, 4, 5]) == .downSelf, "3 is unsettled: 2 of 5")
+        #expect(KeepMajority.decide(me: 2, gossip: g, settled: [1, 2, 4, 5]) == .downOthers([4, 5]), "3 < 4: 3 of 5")
     }
 
     @Test func aViewMySideHasNotAllSeenMakesMeWait() {
