@@ -198,36 +198,3 @@ package enum CertificateError: Error, Equatable, Sendable, CustomStringConvertib
         }
     }
 }
-
-/// An EVP_PKEY, owned (freed in deinit).
-final class PrivateKey {
-    let pointer: OpaquePointer
-
-    private init(taking pointer: OpaquePointer) { self.pointer = pointer }
-
-    deinit { EVP_PKEY_free(pointer) }
-
-    /// A new EC P-256 key.
-    static func generate() throws(CertificateError) -> PrivateKey {
-        OpenSSLError.clear()
-        guard let key = oscar_ec_p256_key() else { throw .openSSL(OpenSSLError.reason(or: "key generation failed")) }
-        return PrivateKey(taking: key)
-    }
-
-    /// The first key in `pem`; one protected by a passphrase is refused.
-    convenience init(pem: String) throws(CertificateError) {
-        OpenSSLError.clear()
-        var key: OpaquePointer?
-        MemoryBIO.reading(pem) { bio in key = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) }
-        guard let key else { throw .invalidFile("no private key found (\(OpenSSLError.reason(or: "unreadable")))") }
-        self.init(taking: key)
-    }
-
-    /// PKCS #8 PEM, unencrypted (the file's mode protects it).
-    func pem() throws(CertificateError) -> String {
-        guard let text = MemoryBIO.writing({ PEM_write_bio_PrivateKey($0, pointer, nil, nil, 0, nil, nil) }) else {
-            throw .openSSL(OpenSSLError.reason(or: "cannot write the key"))
-        }
-        return text
-    }
-}

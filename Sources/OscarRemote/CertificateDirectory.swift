@@ -24,7 +24,7 @@ package struct CertificateDirectory: Sendable {
     /// Makes a new CA. An existing one is kept unless `force`: replacing it
     /// orphans every certificate it signed.
     @discardableResult
-    package func initialize(
+    package func createAuthority(
         days: Int = authorityDays, force: Bool = false
     ) throws(CertificateError)
         -> CertificateSummary

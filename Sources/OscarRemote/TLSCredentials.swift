@@ -87,7 +87,7 @@ package final class TLSCredentials: @unchecked Sendable {
         var summary: CertificateSummary?
         if let certificateChainPEM {
             let leaf = try Self.useChain(certificateChainPEM, in: context)
-            try Self.usePrivateKey(privateKeyPEM, of: leaf, in: context)
+            try Self.useKey(privateKeyPEM, of: leaf, in: context)
             summary = leaf.summary
         }
         let authorities = X509Certificate.all(fromPEM: trustedCAPEM)
@@ -119,24 +119,14 @@ package final class TLSCredentials: @unchecked Sendable {
         return leaf
     }
 
-    private static func usePrivateKey(
-        _ pem: String, of leaf: X509Certificate, in context: OpaquePointer
-    )
-        throws(TLSError)
-    {
-        var key: OpaquePointer?
-        // A key with a passphrase is refused: the callback supplies none (the
-        // default one would prompt on the terminal, blocking).
-        MemoryBIO.reading(pem) { bio in key = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) }
-        guard let key else {
-            throw .invalidCredentials(OpenSSLError.reason(or: "no private key in the key file"))
-        }
-        defer { EVP_PKEY_free(key) }
-        guard X509_check_private_key(leaf.pointer, key) == 1 else {
+    private static func useKey(_ pem: String, of leaf: X509Certificate, in context: OpaquePointer) throws(TLSError) {
+        let key: PrivateKey
+        do { key = try PrivateKey(pem: pem) } catch { throw .invalidCredentials(error.description) }
+        guard X509_check_private_key(leaf.pointer, key.pointer) == 1 else {
             OpenSSLError.clear()
             throw .invalidCredentials("the private key does not match the certificate")
         }
-        guard SSL_CTX_use_PrivateKey(context, key) == 1 else {
+        guard SSL_CTX_use_PrivateKey(context, key.pointer) == 1 else {
             throw .invalidCredentials(OpenSSLError.reason(or: "the private key was refused"))
         }
     }

@@ -23,7 +23,7 @@ final class X509Certificate {
     static func all(fromPEM pem: String) -> [X509Certificate] {
         OpenSSLError.clear()
         var certificates: [X509Certificate] = []
-        MemoryBIO.reading(pem) { bio in
+        MemoryBIO.over(pem) { bio in
             while let x509 = PEM_read_bio_X509(bio, nil, nil, nil) {
                 certificates.append(X509Certificate(taking: x509))
             }
@@ -90,6 +90,41 @@ final class X509Certificate {
         var parts = tm()
         guard ASN1_TIME_to_tm(time, &parts) == 1 else { return 0 }
         return Int64(timegm(&parts))
+    }
+}
+
+/// An EVP_PKEY, owned (freed in deinit).
+final class PrivateKey {
+    let pointer: OpaquePointer
+
+    private init(taking pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { EVP_PKEY_free(pointer) }
+
+    /// A new EC P-256 key.
+    static func generate() throws(CertificateError) -> PrivateKey {
+        OpenSSLError.clear()
+        guard let key = oscar_ec_p256_key() else { throw .openSSL(OpenSSLError.reason(or: "key generation failed")) }
+        return PrivateKey(taking: key)
+    }
+
+    /// The first key in `pem`. One protected by a passphrase is refused:
+    /// the callback supplies none (OpenSSL's default would prompt on the
+    /// terminal, blocking).
+    convenience init(pem: String) throws(CertificateError) {
+        OpenSSLError.clear()
+        var key: OpaquePointer?
+        MemoryBIO.over(pem) { bio in key = PEM_read_bio_PrivateKey(bio, nil, { _, _, _, _ in 0 }, nil) }
+        guard let key else { throw .invalidFile("no private key found (\(OpenSSLError.reason(or: "unreadable")))") }
+        self.init(taking: key)
+    }
+
+    /// PKCS #8 PEM, unencrypted (the file's mode protects it).
+    func pem() throws(CertificateError) -> String {
+        guard let text = MemoryBIO.writing({ PEM_write_bio_PrivateKey($0, pointer, nil, nil, 0, nil, nil) }) else {
+            throw .openSSL(OpenSSLError.reason(or: "cannot write the key"))
+        }
+        return text
     }
 }
 
@@ -163,7 +198,7 @@ enum IPAddressText {
 /// OpenSSL memory BIOs for PEM in and out.
 enum MemoryBIO {
     /// Runs `body` with a read-only BIO over `text`.
-    static func reading(_ text: String, _ body: (OpaquePointer) -> Void) {
+    static func over(_ text: String, _ body: (OpaquePointer) -> Void) {
         var text = text
         text.withUTF8 { utf8 in
             guard let base = utf8.baseAddress, let bio = BIO_new_mem_buf(base, Int32(utf8.count)) else { return }

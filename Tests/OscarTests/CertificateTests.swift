@@ -25,7 +25,7 @@ import Testing
     @Test func openSSLVerifiesAnIssuedCertificateAndReadsItsNames() throws {
         let dir = try TemporaryDirectory("verify")
         let directory = CertificateDirectory(dir.path)
-        try directory.initialize()
+        try directory.createAuthority()
         let summary = try directory.issue(name: "node1", hosts: ["127.0.0.1", "::1", "node1.oscar"], days: 30)
         let verify = try OpenSSLTool.run([
             "verify", "-CAfile", directory.caCertificate, directory.certificate(of: "node1"),
@@ -46,7 +46,7 @@ import Testing
 
         // Another directory's CA does not vouch for it.
         let other = try TemporaryDirectory("verify-other")
-        try CertificateDirectory(other.path).initialize()
+        try CertificateDirectory(other.path).createAuthority()
         let foreign = try OpenSSLTool.run(
             ["verify", "-CAfile", CertificateDirectory(other.path).caCertificate, directory.certificate(of: "node1")])
         #expect(foreign.status != 0)
@@ -55,7 +55,7 @@ import Testing
     @Test func keysAreOwnerOnlyAndSerialsRandom() throws {
         let dir = try TemporaryDirectory("modes")
         let directory = CertificateDirectory(dir.path)
-        try directory.initialize()
+        try directory.createAuthority()
         try directory.issue(name: "a", hosts: ["10.0.0.1"])
         try directory.issue(name: "b", hosts: ["10.0.0.1"])
         for (file, mode) in [
@@ -74,10 +74,10 @@ import Testing
     @Test func anExistingAuthorityOrCertificateIsKeptUnlessForced() throws {
         let dir = try TemporaryDirectory("force")
         let directory = CertificateDirectory(dir.path)
-        let first = try directory.initialize()
-        #expect(throws: CertificateError.exists(directory.caCertificate)) { try directory.initialize() }
+        let first = try directory.createAuthority()
+        #expect(throws: CertificateError.exists(directory.caCertificate)) { try directory.createAuthority() }
         #expect(try CertificateDirectory.show(directory.caCertificate) == first)
-        let second = try directory.initialize(force: true)
+        let second = try directory.createAuthority(force: true)
         #expect(second.sha256Fingerprint != first.sha256Fingerprint)
         try directory.issue(name: "n", hosts: ["n.oscar"])
         #expect(throws: CertificateError.exists(directory.certificate(of: "n"))) {
@@ -100,10 +100,10 @@ import Testing
         }
         let dir = try TemporaryDirectory("bad")
         let directory = CertificateDirectory(dir.path)
-        try directory.initialize()
+        try directory.createAuthority()
         #expect(throws: CertificateError.self) { try directory.issue(name: "n", hosts: []) }
         #expect(throws: CertificateError.self) { try directory.issue(name: "n", hosts: ["x"], days: 0) }
-        #expect(throws: CertificateError.self) { try directory.initialize(days: 40_000, force: true) }
+        #expect(throws: CertificateError.self) { try directory.createAuthority(days: 40_000, force: true) }
         let now = CertificateAuthority.now
         #expect(throws: CertificateError.self) { try CertificateAuthority.makeAuthority(notBefore: now, notAfter: now) }
         #expect(throws: CertificateError.invalidFile("no PEM certificate found")) {

@@ -96,7 +96,7 @@ import Testing
     @Test func credentialsReloadedFromFilesLeaveExistingSessionsWorking() throws {
         let dir = try TemporaryDirectory("tls-reload")
         let directory = CertificateDirectory(dir.path)
-        try directory.initialize()
+        try directory.createAuthority()
         let first = try directory.issue(name: "server", hosts: ["127.0.0.1"])
         let files = TLSCredentials.Files(
             certificateChain: directory.certificate(of: "server"), privateKey: directory.key(of: "server"),
