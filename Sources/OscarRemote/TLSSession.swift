@@ -69,10 +69,14 @@ package final class TLSSession {
         guard let ssl = SSL_new(credentials.context) else {
             throw .handshakeFailed(OpenSSLError.reason(or: "cannot create a session"))
         }
-        guard let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
-            // Whichever BIO was made is freed with nothing else owning it.
+        guard let input = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
-            throw .handshakeFailed("cannot create memory BIOs")
+            throw .handshakeFailed("cannot create a memory BIO")
+        }
+        guard let output = BIO_new(BIO_s_mem()) else {
+            BIO_free(input)
+            SSL_free(ssl)
+            throw .handshakeFailed("cannot create a memory BIO")
         }
         SSL_set_bio(ssl, input, output)
         self.ssl = ssl
@@ -102,16 +106,19 @@ package final class TLSSession {
     /// Whether part of a record has arrived and waits for the rest.
     var holdsPartialRecord: Bool { pendingInput > 0 || SSL_has_pending(ssl) == 1 }
 
-    /// Makes verification require that the peer's certificate names `host`.
+    /// Makes verification require that the peer's certificate names `host`,
+    /// which must be a name a certificate can carry.
     private func expect(host: String) throws(TLSError) {
+        do { try CertificateAuthority.validate(host: host) } catch {
+            throw fail(.handshakeFailed("'\(host)' is not a host name or an IP address"))
+        }
         let parameters = SSL_get0_param(ssl)
         let named =
             IPAddressText.parse(host) != nil
             ? X509_VERIFY_PARAM_set1_ip_asc(parameters, host)
             : X509_VERIFY_PARAM_set1_host(parameters, host, 0)
-        guard named == 1, !host.isEmpty else {
-            OpenSSLError.clear()
-            throw fail(.handshakeFailed("'\(host)' is not a host name or an IP address"))
+        guard named == 1 else {
+            throw fail(.handshakeFailed(OpenSSLError.reason(or: "cannot expect the host '\(host)'")))
         }
     }
 

@@ -35,6 +35,18 @@ import Testing
         #expect(data.clientError == nil && data.serverError == nil)
     }
 
+    /// A TLS 1.3 client may send as soon as its side is done: its last
+    /// handshake flight and its first record arrive in one read, and the
+    /// server finishes the handshake and decrypts the record in one call.
+    @Test func aClientMaySendInTheSameWriteAsItsLastHandshakeFlight() throws {
+        let (client, server) = try pki.sessions()
+        #expect(try server.receive(client.takeCiphertext()).isEmpty && !server.isHandshakeComplete)
+        #expect(try client.receive(server.takeCiphertext()).isEmpty && client.isHandshakeComplete)
+        try client.send(Array("first".utf8))
+        #expect(try server.receive(client.takeCiphertext()) == Array("first".utf8))
+        #expect(server.isHandshakeComplete && server.peerCertificate?.subject == "CN=client,O=Oscar")
+    }
+
     /// A batch of many frames is one `send`: its records come out as one
     /// piece of ciphertext (one socket write), and arrive intact.
     @Test func aLargeBatchCrossesManyRecordsIntactAsOneWrite() throws {
@@ -271,6 +283,11 @@ import Testing
         #expect(throws: TLSError.invalidCredentials("no certificate in the CA file")) {
             try TLSCredentials(
                 certificateChainPEM: server.certificatePEM, privateKeyPEM: server.privateKeyPEM, trustedCAPEM: "x")
+        }
+        for host in ["", "not a host"] {
+            #expect(throws: TLSError.handshakeFailed("'\(host)' is not a host name or an IP address")) {
+                try TLSSession(credentials: pki.credentials(server), role: .client(serverHost: host))
+            }
         }
         #expect(throws: TLSError.self) {
             try TLSCredentials(
