@@ -14,10 +14,11 @@ internal import COpenSSL
 /// Names are DNS SANs, IP addresses IP SANs (the subject's CN is not used).
 ///
 /// Bounded memory from peer input: ciphertext is fed to OpenSSL in slices of
-/// `inputSlice` bytes, each decrypted before the next goes in, so the input
-/// BIO holds at most one slice plus one partial record (a TLS 1.3 record is
-/// at most 2^14 + 256 bytes), whatever the caller passes at once; and one
-/// `receive` returns at most its input's size plus one record of plaintext.
+/// `inputSlice` bytes, each decrypted before the next goes in, so whatever
+/// the caller passes at once, the input BIO holds at most one slice and
+/// OpenSSL's record buffer one partial record (a TLS 1.3 record is at most
+/// 5 + 2^14 + 256 bytes); one `receive` returns at most its input's size
+/// plus one record of plaintext.
 /// Outgoing plaintext is encrypted in slices of `outputSlice` bytes and the
 /// output BIO emptied after each, so it never holds more than one slice;
 /// the ciphertext waits in `takeCiphertext()`'s buffer, which the caller
