@@ -22,12 +22,18 @@ let package = Package(
             pkgConfig: "libuv",
             providers: [.apt(["libuv1-dev"])]
         ),
+        // OpenSSL 3 for the transport's TLS; only OscarRemote's TLS files use it.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "CoreEngine"),
         .target(name: "OscarBase"),
         .target(name: "OscarCBOR", dependencies: ["OscarBase"]),
         .target(name: "OscarMembership", dependencies: ["OscarBase", "CoreEngine"]),
         .target(name: "OscarRuntime", dependencies: ["CLibUV", "OscarBase", "OscarCBOR"]),
-        .target(name: "OscarRemote", dependencies: ["CLibUV", "OscarRuntime"]),
+        .target(name: "OscarRemote", dependencies: ["CLibUV", "COpenSSL", "OscarRuntime"]),
         .target(name: "OscarCluster", dependencies: ["OscarRemote", "OscarMembership"]),
         .target(name: "OscarDistributed", dependencies: ["OscarCluster"]),
         .target(name: "Oscar", dependencies: ["OscarCluster", "OscarDistributed"]),

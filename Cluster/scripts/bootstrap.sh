@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Oscar needs and a fresh Debian machine may lack: libuv1-dev and
-# pkg-config (Debian packages). Checks the Swift toolchain is there. Idempotent.
+# Installs what Oscar needs and a fresh Debian machine may lack: libuv1-dev,
+# libssl-dev and pkg-config (Debian packages). Checks the Swift toolchain is there. Idempotent.
 # Sourced by quickstart.sh and test.sh.
 set -euo pipefail
 
@@ -12,6 +12,7 @@ oscar_bootstrap() {
   local need=()
   command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
   if ! pkg-config --exists libuv 2>/dev/null; then need+=(libuv1-dev); fi
+  if ! pkg-config --exists openssl 2>/dev/null; then need+=(libssl-dev); fi
   if ((${#need[@]})); then
     echo "oscar: installing ${need[*]} (Debian packages)" >&2
     local sudo=""

@@ -36,6 +36,14 @@ allowed_files=(
   # runs on: libuv TCP handles, read buffers and write requests.
   Sources/OscarRemote/StreamServer.swift
   Sources/OscarRemote/StreamConnection.swift
+  # TLS through OpenSSL (COpenSSL): its objects, memory BIOs, the buffers
+  # records are decrypted into, and the certificate files it reads and
+  # writes. Nothing above these files sees an OpenSSL type.
+  Sources/OscarRemote/TLSSession.swift
+  Sources/OscarRemote/TLSCredentials.swift
+  Sources/OscarRemote/X509Certificate.swift
+  Sources/OscarRemote/CertificateAuthority.swift
+  Sources/OscarRemote/CertificateDirectory.swift
   # The CBOR codec's reader, decoder and writer over byte buffers, and
   # where borrowed spans meet them.
   Sources/OscarCBOR/CBORReader.swift

@@ -3,13 +3,16 @@
 struct Arguments {
     private(set) var positionals: [String] = []
     private var options: [String: String] = [:]
+    /// Every value of each option, in order, for those that may repeat
+    /// (`--host A --host B`); `options` keeps the last.
+    private var allValues: [String: [String]] = [:]
     private var switches: Set<String> = []
     private var used: Set<String> = []
 
     /// Options that take no value.
     static let booleanSwitches: Set<String> = [
         "json", "help", "quiet", "print-config", "check-config", "follow", "graceful", "netns", "list", "trace",
-        "supervise", "no-supervise", "crash", "inject-faults",
+        "supervise", "no-supervise", "crash", "inject-faults", "force",
     ]
 
     init(_ raw: ArraySlice<String>) throws(CLIError) {
@@ -22,7 +25,9 @@ struct Arguments {
             if arg.hasPrefix("--") {
                 var name = String(arg.dropFirst(2))
                 if let eq = name.firstIndex(of: "=") {
-                    options[String(name[..<eq])] = String(name[name.index(after: eq)...])
+                    let (key, value) = (String(name[..<eq]), String(name[name.index(after: eq)...]))
+                    options[key] = value
+                    allValues[key, default: []].append(value)
                     continue
                 }
                 if Self.booleanSwitches.contains(name) {
@@ -32,6 +37,7 @@ struct Arguments {
                 guard let value = rest.popFirst() else { throw .usage("--\(name) needs a value") }
                 name = String(name)
                 options[name] = value
+                allValues[name, default: []].append(value)
             } else if arg == "-h" {
                 switches.insert("help")
             } else {
@@ -52,6 +58,12 @@ struct Arguments {
     mutating func option(_ name: String) -> String? {
         used.insert(name)
         return options[name]
+    }
+
+    /// Every value given for an option that may repeat, in order.
+    mutating func values(_ name: String) -> [String] {
+        used.insert(name)
+        return allValues[name] ?? []
     }
 
     mutating func int(_ name: String, default value: Int, range: ClosedRange<Int>) throws(CLIError) -> Int {

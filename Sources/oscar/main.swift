@@ -62,6 +62,15 @@ let usage = """
                                       tell an actor; waits until it has handled the message, and
                                       fails as ask does when it cannot (such as an unknown type)
       oscar secret                    print a new random cluster secret (32 bytes, as hex)
+      oscar certs init --dir D [--days 3650] [--force]
+                                      make a cluster CA for TLS: D/ca.pem and D/ca.key (EC P-256,
+                                      key mode 0600); an existing CA is kept unless --force
+      oscar certs issue --dir D --name NAME --host H [--host H2...] [--days 365] [--force]
+                                      a node certificate signed by D's CA: D/NAME.pem, D/NAME.key;
+                                      each --host (IP address or DNS name) becomes a SAN, which
+                                      peers check
+      oscar certs show FILE           a certificate's subject, issuer, validity, SANs and
+                                      SHA-256 fingerprint
       oscar health [--http 127.0.0.1:8080]
                                       GET /health on a node's management port; exit 0 when up
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
@@ -163,6 +172,8 @@ do throws(CLIError) {
         try await NetworkCommands.node(&args, raw: Array(raw.dropFirst()))
     case "secret":
         try ClusterSecret.command(&args)
+    case "certs":
+        try CertsCommand.run(&args)
     case "members":
         try await NetworkCommands.members(&args, json: args.has("json"))
     case "leave":
