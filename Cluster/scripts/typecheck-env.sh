@@ -6,10 +6,12 @@
 # another package. Run from the repository root.
 
 oscar_modules=.build/debug/Modules
-# The flags after `swiftc`: Swift 6, the built modules, and libuv's module map
-# (Oscar's modules import CLibUV, so a client must find it too).
+# The flags after `swiftc`: Swift 6, the built modules, and the module maps of
+# the system libraries (Oscar's modules import CLibUV and COpenSSL, so a
+# client must find them too).
 oscar_typecheck_flags=(-typecheck -swift-version 6 -I "$PWD/$oscar_modules"
-  -Xcc "-fmodule-map-file=$PWD/Sources/CLibUV/module.modulemap")
+  -Xcc "-fmodule-map-file=$PWD/Sources/CLibUV/module.modulemap"
+  -Xcc "-fmodule-map-file=$PWD/Sources/COpenSSL/module.modulemap")
 
 # oscar_require_build NAME: fails, saying why, when nothing has been built.
 oscar_require_build() {
