@@ -1,4 +1,5 @@
 import CoreEngine
+import Glibc
 import OscarBase
 import OscarCBOR
 import OscarMembership
@@ -17,10 +18,9 @@ import Synchronization
 /// let reply = try await remote.ask(Echo(text: "hi"))
 /// node.shutdown()
 /// ```
-/// A management route a layer above adds: the request and the cluster
-/// secret in, the response out.
-package typealias ManagementRoute =
-    @Sendable (ManagementRoutes.Request, _ secret: [UInt8]) async -> ManagementRoutes.Response
+/// A management route a layer above adds: the request in, the response
+/// out. The node has checked the signature of a request that is not a GET.
+package typealias ManagementRoute = @Sendable (ManagementRoutes.Request) async -> ManagementRoutes.Response
 
 /// A node of a cluster: one process's `ActorSystem` (its `system`), the
 /// transport that connects it to the other nodes, its membership, the
@@ -142,6 +142,7 @@ public final class ClusterNode: Sendable {
     package let frameFilter: (any FrameFilter)?
     /// Management routes a layer above added (the test kit's `POST /faults`).
     private let extraRoutes = Mutex<[String: ManagementRoute]>([:])
+    private let replayGuard = Mutex(ReplayGuard())
     private let receptionistListings = ReceptionistListings()
 
     /// The cluster-wide receptionist (see `Receptionist`).
@@ -235,14 +236,21 @@ public final class ClusterNode: Sendable {
         for singleton in system.clusterSingletons { singleton.observe(body) }
     }
 
-    /// Serves `path` on the management endpoint with `route` (which gets
-    /// the request and the cluster secret, to check a signature).
+    /// Serves `path` on the management endpoint with `route`; a request
+    /// other than GET reaches it only signed, fresh and not replayed
+    /// (`SignedRequest`).
     package func addManagementRoute(_ path: String, _ route: @escaping ManagementRoute) {
         extraRoutes.withLock { $0[path] = route }
     }
 
     private func management(_ request: ManagementRoutes.Request, secret: [UInt8]) async -> ManagementRoutes.Response {
-        if let route = extraRoutes.withLock({ $0[request.path] }) { return await route(request, secret) }
+        // Every request that may change something is signed, fresh and new.
+        if request.method != "GET" && request.method != "HEAD",
+            let refusal = replayGuard.withLock({ $0.admit(request, secret: secret, now: Int64(time(nil))) })
+        {
+            return refusal.response
+        }
+        if let route = extraRoutes.withLock({ $0[request.path] }) { return await route(request) }
         let empty = MembershipSnapshot(members: [], unreachable: [], leader: nil, observer: address)
         let membership = (try? await self.membership(timeout: .seconds(2))) ?? empty
         let snapshot = ManagementRoutes.Snapshot(

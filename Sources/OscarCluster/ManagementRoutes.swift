@@ -41,24 +41,6 @@ package enum ManagementRoutes {
         public var body: [UInt8] = []
     }
 
-    /// The header that signs a state-changing request (the test kit's
-    /// `POST /faults`): the hex HMAC-SHA256 of the body under the cluster
-    /// secret (`openssl dgst -sha256 -hmac "$SECRET"` computes it).
-    public static let signatureHeader = "x-oscar-signature"
-
-    /// Nil if `request` is signed with `secret`; otherwise the refusal.
-    package static func refuseUnsigned(_ request: Request, secret: [UInt8]) -> Refusal? {
-        guard let signature = request.headers[signatureHeader]?.lowercased(),
-            HMAC.equal(Array(signature.utf8), Array(sign(request.body, secret: secret).utf8))
-        else {
-            return Refusal(status: 401, "missing or wrong \(signatureHeader): HMAC-SHA256 of the body, hex")
-        }
-        return nil
-    }
-
-    /// The signature of `body` under `secret`, as `signatureHeader` carries it.
-    public static func sign(_ body: [UInt8], secret: [UInt8]) -> String { HMAC.sha256(key: secret, message: body).hex }
-
     /// A refused request, as an error value.
     public struct Refusal: Error, Sendable {
         public var response: Response

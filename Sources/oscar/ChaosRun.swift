@@ -340,11 +340,11 @@ final class ChaosRun {
     private func command(_ i: Int, _ command: FaultCommand) {
         guard nodes[i].pid != nil, !nodes[i].paused else { return }
         let body = Self.json(command)
-        let signature = ManagementRoutes.sign(Array(body.utf8), secret: Array(secret.utf8))
+        let signed = SignedRequest.headers(
+            method: "POST", path: "/faults", body: Array(body.utf8), secret: Array(secret.utf8), now: Int64(time(nil)))
         let target = NodeAddress(host: nodes[i].address.host, port: nodes[i].httpPort)
         do {
-            let response = try HealthCommand.request(
-                "POST", "/faults", headers: ["X-Oscar-Signature": signature], body: body, from: target)
+            let response = try HealthCommand.request("POST", "/faults", headers: signed, body: body, from: target)
             if !response.hasPrefix("HTTP/1.1 200") {
                 FileStream.standardError.write("\n\(nodes[i].name) refused \(body): \(response.prefix(80))\n")
             }

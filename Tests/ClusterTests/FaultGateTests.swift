@@ -1,3 +1,4 @@
+import Glibc
 import Oscar
 import OscarTestKit
 import OscarTestSupport
@@ -6,12 +7,18 @@ import Testing
 /// The fault gate over real sockets: controlled through the management
 /// endpoint (signed with the secret) and the `/system/faults` actor.
 @Suite(.timeLimit(.minutes(5))) struct FaultGateTests {
-    static func post(_ body: String, port: Int, signature: String?) async throws -> (status: Int, body: String) {
+    /// `body` signed with `secret` now, as a client signs it.
+    static func signed(_ body: String, _ secret: [UInt8]) -> [String: String] {
+        SignedRequest.headers(
+            method: "POST", path: "/faults", body: Array(body.utf8), secret: secret, now: Int64(time(nil)))
+    }
+
+    static func post(_ body: String, port: Int, headers: [String: String]) async throws -> (status: Int, body: String) {
         try await offThePool {
             let peer = try RawPeer(port: port)
             let bytes = Array(body.utf8)
             var head = "POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(bytes.count)\r\n"
-            if let signature { head += "X-Oscar-Signature: \(signature)\r\n" }
+            for (name, value) in headers { head += "\(name): \(value)\r\n" }
             peer.send(Array((head + "\r\n").utf8) + bytes)
             var response: [UInt8] = []
             while let chunk = peer.read(1) { response += chunk }  // until the server closes
@@ -36,29 +43,29 @@ import Testing
 
         let secret = Array("a-long-cluster-secret".utf8)
         let command = "{\"blackhole\":{\"peers\":[\"127.0.0.1:\(b.address.port)\"],\"direction\":\"outbound\"}}"
-        let unsigned = try await Self.post(command, port: port, signature: nil)
+        let unsigned = try await Self.post(command, port: port, headers: [:])
         #expect(unsigned.status == 401)
-        let forged = try await Self.post(
-            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: Array("wrong".utf8)))
+        let forged = try await Self.post(command, port: port, headers: Self.signed(command, Array("wrong".utf8)))
         #expect(forged.status == 401)
         let stillAnswered = try await remote.ask(Ping(n: 2)).n
         #expect(faults.dropped == 0 && stillAnswered == 2, "nothing was applied")
 
-        let signed = try await Self.post(
-            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: secret))
+        let headers = Self.signed(command, secret)
+        let signed = try await Self.post(command, port: port, headers: headers)
         #expect(signed.status == 200)
+        // The same request again, as someone who captured it would send it.
+        let replayed = try await Self.post(command, port: port, headers: headers)
+        #expect(replayed.status == 401 && replayed.body.contains("replayed"), "\(replayed)")
         #expect(signed.body.contains("blackhole outbound 127.0.0.1:\(b.address.port)"))
         await #expect(throws: AskError.self) { try await remote.ask(Ping(n: 3), timeout: .milliseconds(300)) }
         #expect(faults.dropped >= 1, "the reply was dropped at a")
 
         let garbage = "{\"explode\":{}}"
-        let refused = try await Self.post(
-            garbage, port: port, signature: ManagementRoutes.sign(Array(garbage.utf8), secret: secret))
+        let refused = try await Self.post(garbage, port: port, headers: Self.signed(garbage, secret))
         #expect(refused.status == 400)
 
         let heal = "{\"heal\":{}}"
-        let healed = try await Self.post(
-            heal, port: port, signature: ManagementRoutes.sign(Array(heal.utf8), secret: secret))
+        let healed = try await Self.post(heal, port: port, headers: Self.signed(heal, secret))
         #expect(healed.status == 200 && healed.body.contains("\"rules\":[]"))
         #expect(try await remote.ask(Ping(n: 4)).n == 4)
     }
@@ -104,8 +111,7 @@ import Testing
         let command = "{\"heal\":{}}"
         let secret = Array("a-long-cluster-secret".utf8)
         let port = try #require(a.managementPort)
-        let posted = try await Self.post(
-            command, port: port, signature: ManagementRoutes.sign(Array(command.utf8), secret: secret))
+        let posted = try await Self.post(command, port: port, headers: Self.signed(command, secret))
         #expect(posted.status == 405 || posted.status == 404, "no fault route: \(posted.status)")
         let control = b.system.ref("oscar://127.0.0.1:\(a.address.port)/system/faults")!
         await #expect(throws: AskError.self) {

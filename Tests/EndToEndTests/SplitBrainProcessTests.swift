@@ -25,10 +25,12 @@ import Testing
     /// Sends a fault command to a node's management endpoint, signed with
     /// the cluster secret; the response's status line, or nil.
     static func fault(_ body: String, port: Int) async -> String? {
-        let signature = ManagementRoutes.sign(Array(body.utf8), secret: Array(secret.utf8))
+        let signed = SignedRequest.headers(
+            method: "POST", path: "/faults", body: Array(body.utf8), secret: Array(secret.utf8), now: Int64(time(nil)))
+        let head = signed.map { "\($0.key): \($0.value)\r\n" }.joined()
         let request = Array(
             ("POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n"
-                + "X-Oscar-Signature: \(signature)\r\n\r\n" + body).utf8)
+                + head + "\r\n" + body).utf8)
         // Blocking socket work on a Dispatch thread, not the cooperative pool.
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
