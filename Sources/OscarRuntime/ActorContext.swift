@@ -15,14 +15,17 @@ public struct ActorContext: Sendable {
     public let node: NodeAddress
     /// The system's services.
     public let services: ServiceLocator
+    /// The actor's cell: its timers and stash live there.
+    let cell: ActorCell
     /// The system hosting this actor; nil once it has begun to deinitialise.
     public weak let system: ActorSystem?
 
-    package init(ref: ActorRef, system: ActorSystem) {
-        self.ref = ref
+    package init(cell: ActorCell, system: ActorSystem) {
+        self.ref = cell.ref
         self.node = system.node
         self.services = system.services
         self.system = system
+        self.cell = cell
     }
 
     /// After this, this actor receives `Terminated` when `other` stops (at
@@ -49,5 +52,5 @@ public struct ActorContext: Sendable {
     }
 
     /// Stops this actor once its current message is handled.
-    public func stop() { (ref.target as? ActorCell)?.stop() }
+    public func stop() { cell.stop() }
 }
