@@ -8,6 +8,8 @@ import OscarBase
 /// deinitialise), and everything that needs it checks it first. A system that
 /// deinitialises without `shutdown()` still runs its actors' last messages
 /// and `stopped()` while it goes; they see `system == nil` then, not a crash.
+/// The exceptions are the actor's timers (`timers`) and stash (`stash()`,
+/// `unstashAll()`): they belong to its loop, and are used from its reactions.
 public struct ActorContext: Sendable {
     /// This actor's own ref, to pass to others so they can reply.
     public let ref: ActorRef
