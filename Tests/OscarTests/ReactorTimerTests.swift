@@ -152,6 +152,14 @@ final class TimerActor: Reactor {
         #expect(book.handled("p", generation: g) == nil)
     }
 
+    @Test func keysOfAnyHashableTypeCompareByTypeAndValue() {
+        enum Phase: Hashable, Sendable { case load, refresh }
+        #expect(TimerKey(Phase.load) == TimerKey(Phase.load))
+        #expect(TimerKey(Phase.load) != TimerKey(Phase.refresh))
+        #expect(TimerKey("1") != TimerKey(1))
+        #expect(TimerKey("tick") == TimerKey("tick"))
+    }
+
     /// Random starts, replacements, cancels, firings, takes and reaction ends
     /// against a model: nothing of a cancelled or replaced start is
     /// delivered, a timer never has two messages armed, queued or in flight,
