@@ -17,6 +17,10 @@ import Synchronization
 ///   the actor resumes, restarts (status `restarting` while it backs off; the
 ///   mailbox keeps filling and nothing is handled), or stops. The failed
 ///   message itself is never handled again.
+/// - Timers and the stash (ActorTimers.swift, ActorStash.swift) end with the
+///   instance: a stop or restart cancels every timer and drops their queued
+///   messages. Stashed messages go back to the front of the mailbox on a
+///   restart, and are refused like the mailbox's own on a stop.
 @usableFromInline
 package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     enum Status { case idle, running, suspended, restarting, stopped }
@@ -42,6 +46,21 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     private var watchers: [ActorRef] = []
     private var supervisor: Supervisor
     private var restartTimer: LoopTimer?
+
+    // MARK: Loop-confined: timers and stash
+    /// This actor's timers (ActorTimers.swift).
+    var timerBook = TimerBook<TimerKey, any Message, LoopTimer>()
+    /// The periodic timer whose message is being handled: its next message
+    /// is armed when the reaction ends.
+    var tickInFlight: (key: TimerKey, generation: UInt64)?
+    /// Messages set aside by `stash()`; its capacity is the reactor type's.
+    var stash = StashBuffer<MailboxEntry>(capacity: 0)
+    /// Set by `stash()` in a reaction: the reaction's message goes to the
+    /// stash when the reaction returns, and is not answered. Read by every
+    /// reaction (inlined into the application's module), so a plain field.
+    @usableFromInline var stashRequested = false
+    /// True while `started(_:)` runs, when no message is being handled.
+    private var startingInstance = false
 
     // MARK: Cross-thread
     private let remote = Mutex(RemoteQueue())
@@ -208,6 +227,13 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
                 handle(opening: message, reply: reply)
             case .encoded(let manifest, let payload, let reply):
                 handleEncoded(manifest: manifest.span.bytes, payload: payload.span.bytes, reply: reply)
+            case .tick(let message, let key, let generation):
+                switch timerBook.taken(key, generation: generation) {
+                case .drop: continue
+                case .deliver(let periodic):
+                    if periodic { tickInFlight = (key, generation) }
+                    handle(opening: message, reply: nil)
+                }
             }
         }
         if status == .idle, !local.isEmpty { scheduleSelf() }
@@ -278,6 +304,10 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
                 return
             }
         }
+        if let tick = tickInFlight {
+            tickInFlight = nil
+            timerHandled(tick.key, generation: tick.generation)
+        }
         if local.isEmpty {
             active.store(false, ordering: .relaxed)
         } else {
@@ -303,7 +333,12 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         // A restartable actor keeps its factory for the next fresh instance.
         if !supervisor.strategy.restarts { factory = nil }
         self.box = box
-        if let system { box.start(ActorContext(ref: ref, system: system)) }
+        stash.capacity = box.stashCapacity
+        if let system {
+            startingInstance = true
+            box.start(ActorContext(cell: self, system: system))
+            startingInstance = false
+        }
         return box
     }
 
@@ -322,6 +357,8 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         status = .restarting
         box?.stop()
         box = nil
+        stopTimers()
+        putBack(stash.takeAll())
         guard loop.inEventLoop else {
             // After shutdown there is no loop to restart on.
             finishStop()
@@ -343,6 +380,37 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         if local.isEmpty { active.store(false, ordering: .relaxed) }
         // Drains what other threads sent during the backoff, then handles it.
         scheduleSelf()
+    }
+
+    // MARK: - Timers and stash: the mailbox side
+
+    /// True on the thread that may touch the cell: its loop, or after
+    /// shutdown the one after-shutdown queue.
+    var onOwnThread: Bool { loop.inEventLoop || AfterShutdown.isCurrent }
+
+    /// True while a reaction runs (or is suspended): `stash()` has a message.
+    var isHandlingMessage: Bool { (status == .running || status == .suspended) && !startingInstance }
+
+    /// True until the instance is retired (stopping, restarting): its
+    /// timers may run.
+    var acceptsTimers: Bool { status != .stopped && status != .restarting && !stopRequested }
+
+    /// Queues a message the actor sends itself (a timer's): last in the
+    /// mailbox, always accepted (at most one per timer is queued).
+    func enqueueOwn(_ entry: MailboxEntry) {
+        queued.wrappingAdd(1, ordering: .relaxed)
+        local.append(entry)
+        if status == .idle { scheduleSelf() }
+    }
+
+    /// Puts messages back at the front of the mailbox, in their order, before
+    /// everything queued now. They were accepted once, so they are not
+    /// refused now, even beyond the mailbox's capacity.
+    func putBack(_ entries: [MailboxEntry]) {
+        guard !entries.isEmpty else { return }
+        queued.wrappingAdd(entries.count, ordering: .relaxed)
+        local.prepend(contentsOf: entries)
+        if status == .idle { scheduleSelf() }
     }
 
     // MARK: - Failures
@@ -398,6 +466,7 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     private func finishStop() {
         status = .stopped
         stopRequested = false
+        stopTimers()
         failWaiting()
         box?.stop()
         box = nil
@@ -411,13 +480,17 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
         stoppedForGood.store(true, ordering: .releasing)
     }
 
+    /// Refuses what waits, stashed messages first (they arrived first).
     private func failWaiting() {
         let waiting = local.removeAll() + closeRemote()
         queued.wrappingSubtract(waiting.count, ordering: .relaxed)
-        for entry in waiting { fail(entry) }
+        for entry in stash.takeAll() + waiting { fail(entry) }
     }
 
+    /// A timer's message is dropped: the actor sent it to itself, so it is
+    /// no dead letter.
     private func fail(_ entry: MailboxEntry) {
+        if case .tick = entry { return }
         refuse(entry, .stopped(address))
     }
 

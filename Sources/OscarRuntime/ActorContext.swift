@@ -8,6 +8,8 @@ import OscarBase
 /// deinitialise), and everything that needs it checks it first. A system that
 /// deinitialises without `shutdown()` still runs its actors' last messages
 /// and `stopped()` while it goes; they see `system == nil` then, not a crash.
+/// The exceptions are the actor's timers (`timers`) and stash (`stash()`,
+/// `unstashAll()`): they belong to its loop, and are used from its reactions.
 public struct ActorContext: Sendable {
     /// This actor's own ref, to pass to others so they can reply.
     public let ref: ActorRef
@@ -15,14 +17,17 @@ public struct ActorContext: Sendable {
     public let node: NodeAddress
     /// The system's services.
     public let services: ServiceLocator
+    /// The actor's cell: its timers and stash live there.
+    let cell: ActorCell
     /// The system hosting this actor; nil once it has begun to deinitialise.
     public weak let system: ActorSystem?
 
-    package init(ref: ActorRef, system: ActorSystem) {
-        self.ref = ref
+    package init(cell: ActorCell, system: ActorSystem) {
+        self.ref = cell.ref
         self.node = system.node
         self.services = system.services
         self.system = system
+        self.cell = cell
     }
 
     /// After this, this actor receives `Terminated` when `other` stops (at
@@ -49,5 +54,5 @@ public struct ActorContext: Sendable {
     }
 
     /// Stops this actor once its current message is handled.
-    public func stop() { (ref.target as? ActorCell)?.stop() }
+    public func stop() { cell.stop() }
 }

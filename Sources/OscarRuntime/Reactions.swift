@@ -34,6 +34,9 @@ public struct Reactions<A: Reactor> {
     /// Inlinable, as `on(_:result:)` is: the reaction closure is then
     /// specialized for `A` and `M` in the application's module, not run
     /// generically through witness tables on every message.
+    ///
+    /// Every kind checks `stashRequested` before it answers: a reaction that
+    /// called `stash()` has its message kept, not answered (nor failed).
     @inlinable
     public mutating func on<M: Message>(_: M.Type, do body: @escaping (A, M) throws -> Void)
     where M.Reply == Done {
@@ -42,11 +45,13 @@ public struct Reactions<A: Reactor> {
             let message = erased.read(M.self)
             do {
                 try body(actor, message)
-                reply?.succeed(Done())
             } catch {
+                if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
                 cell.reactionFailed(error, manifest: M.manifest, reply: reply)
                 return .failed
             }
+            if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
+            reply?.succeed(Done())
             return .finished
         }
     }
@@ -57,15 +62,18 @@ public struct Reactions<A: Reactor> {
         let actor = self.actor
         add(M.self) { erased, reply, cell in
             let message = erased.read(M.self)
+            let value: M.Reply
             do {
                 // Not `reply?.succeed(try body(...))`: optional chaining would
                 // skip the reaction itself when nobody asked for a reply.
-                let value = try body(actor, message)
-                reply?.succeed(value)
+                value = try body(actor, message)
             } catch {
+                if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
                 cell.reactionFailed(error, manifest: M.manifest, reply: reply)
                 return .failed
             }
+            if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
+            reply?.succeed(value)
             return .finished
         }
     }
@@ -85,11 +93,20 @@ public struct Reactions<A: Reactor> {
             Task(executorPreference: cell.loop.taskExecutor) {
                 do {
                     let value = try await job.value.run(message)
-                    reply?.succeed(value)
+                    if cell.stashRequested {
+                        _ = cell.keepStashed(message, reply: reply)
+                    } else {
+                        reply?.succeed(value)
+                    }
                     cell.futureFinished()
                 } catch {
-                    cell.reactionFailed(error, manifest: M.manifest, reply: reply)
-                    cell.futureFinished(failed: true)
+                    if cell.stashRequested {
+                        _ = cell.keepStashed(message, reply: reply)
+                        cell.futureFinished()
+                    } else {
+                        cell.reactionFailed(error, manifest: M.manifest, reply: reply)
+                        cell.futureFinished(failed: true)
+                    }
                 }
             }
             return .suspended

@@ -31,9 +31,15 @@ public protocol Reactor: AnyObject, SendableMetatype {
 
     /// Called on the actor's loop after its last message.
     func stopped()
+
+    /// How many messages an instance may hold in its stash
+    /// (`ActorContext.stash()`); one more fails with
+    /// `ActorContext.StashError.full`. Default 1,000.
+    static var stashCapacity: Int { get }
 }
 
 extension Reactor {
     public func started(_ context: ActorContext) {}
     public func stopped() {}
+    public static var stashCapacity: Int { 1_000 }
 }

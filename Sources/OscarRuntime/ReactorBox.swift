@@ -5,6 +5,8 @@ import OscarCBOR
 /// a message whose type is known only at run time. The base class is the
 /// empty box: no instance and no reactions, so every message is unhandled.
 package class AnyReactorBox {
+    /// How many messages the instance may stash (`Reactor.stashCapacity`).
+    package var stashCapacity: Int { 0 }
     package func start(_ context: ActorContext) {}
     package func stop() {}
     /// Runs the reaction for `message`. Returns `.suspended` when a future
@@ -36,6 +38,7 @@ package final class ReactorBox<A: Reactor>: AnyReactorBox {
         self.table = table
     }
 
+    package override var stashCapacity: Int { A.stashCapacity }
     package override func start(_ context: ActorContext) { instance.started(context) }
     package override func stop() { instance.stopped() }
 

@@ -89,21 +89,25 @@ package protocol Watchable: MessageTarget {
     func removeWatcher(_ watcher: ActorRef)
 }
 
-/// A message waiting in a mailbox: a value sent locally, or the bytes of one
-/// that arrived from another node, decoded only when the actor takes it.
+/// A message waiting in a mailbox: a value sent locally, the bytes of one
+/// that arrived from another node (decoded only when the actor takes it), or
+/// one of the actor's timers' messages (handled only if that timer is still
+/// the one it came from).
 enum MailboxEntry {
     case message(any Message, reply: (any ReplyTarget)?)
     case encoded(manifest: [UInt8], payload: [UInt8], reply: (any ReplyTarget)?)
+    case tick(any Message, key: TimerKey, generation: UInt64)
 
     package var reply: (any ReplyTarget)? {
         switch self {
         case .message(_, let reply), .encoded(_, _, let reply): reply
+        case .tick: nil
         }
     }
 
     package var manifest: String {
         switch self {
-        case .message(let m, _): type(of: m).manifest
+        case .message(let m, _), .tick(let m, _, _): type(of: m).manifest
         case .encoded(let manifest, _, _): String(decoding: manifest, as: UTF8.self)
         }
     }

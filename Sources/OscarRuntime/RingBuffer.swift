@@ -1,5 +1,6 @@
-/// A growable FIFO ring buffer: O(1) append and removal at the front, with no
-/// allocation once it has reached its working size. Mailboxes use it.
+/// A growable FIFO ring buffer: O(1) append, and insertion and removal at the
+/// front, with no allocation once it has reached its working size. Mailboxes
+/// use it.
 struct RingBuffer<Element> {
     private var storage: [Element?] = []
     private var head = 0
@@ -13,6 +14,17 @@ struct RingBuffer<Element> {
         if count == storage.count { grow() }
         storage[(head + count) & (storage.count - 1)] = element
         count += 1
+    }
+
+    /// Puts `elements` before the current first element, in their order: the
+    /// first of them is the next `popFirst()`.
+    mutating func prepend(contentsOf elements: [Element]) {
+        for element in elements.reversed() {
+            if count == storage.count { grow() }
+            head = (head - 1) & (storage.count - 1)
+            storage[head] = element
+            count += 1
+        }
     }
 
     mutating func popFirst() -> Element? {

@@ -1,14 +1,25 @@
 import Oscar
 
-/// The stock of one node, at `/user/inventory`: SKU to count.
+/// The stock of one node, at `/user/inventory`: SKU to count. Logs a
+/// one-line summary every `reportEvery` while the stock changes.
 public final class Inventory: Reactor {
     /// The most one request may add or remove: keeps every sum far from
     /// `Int`'s range, so no input can make the actor trap.
     public static let maxMove = 1_000_000
+    /// How often the stock is reported (only when it changed since the last
+    /// report).
+    public static let reportEvery: Duration = .seconds(30)
 
     private var stock: [String: Int] = [:]
+    private var changedSinceReport = false
 
     public init() {}
+
+    /// A fixed-delay timer: the next report comes `reportEvery` after the
+    /// last one was written, on this actor's loop, and ends with the actor.
+    public func started(_ context: ActorContext) {
+        context.timers.startWithFixedDelay("report", sending: ReportStock(), delay: Self.reportEvery)
+    }
 
     public static func reactions(_ r: inout Reactions<Inventory>) {
         r.on(
@@ -16,6 +27,7 @@ public final class Inventory: Reactor {
             do: { me, m in
                 try check(m.count)
                 me.stock[m.sku, default: 0] += m.count
+                me.changedSinceReport = true
             })
         r.on(GetStock.self, result: { me, m in me.stock[m.sku] ?? 0 })
         r.on(
@@ -25,8 +37,17 @@ public final class Inventory: Reactor {
                 let available = me.stock[m.sku] ?? 0
                 guard available >= m.count else { return .outOfStock(available: available) }
                 me.stock[m.sku] = available - m.count
+                me.changedSinceReport = true
                 return .removed(remaining: available - m.count)
             })
+        r.on(ReportStock.self, do: { me, _ in me.report() })
+    }
+
+    private func report() {
+        guard changedSinceReport else { return }
+        changedSinceReport = false
+        let counts = stock.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+        OscarLog.shared.info("inventory: \(counts.isEmpty ? "empty" : counts.joined(separator: ", "))")
     }
 
     private static func check(_ count: Int) throws(InventoryError) {

@@ -80,6 +80,12 @@ public struct GetLedger: Message {
     public init() {}
 }
 
+/// The inventory's own timer message: time to report the stock (see
+/// `Inventory.reportEvery`). Not part of what other actors send.
+struct ReportStock: Message {
+    typealias Receiver = Inventory
+}
+
 /// Why a request was refused. Arguments come from whoever sends them (the
 /// CLI, another node), so a bad one is a thrown error, never a trap.
 public enum InventoryError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
