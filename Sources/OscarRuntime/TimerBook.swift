@@ -15,7 +15,7 @@
 ///   a pile of them in its mailbox.
 /// - A key is active from its start until it is cancelled or replaced, or,
 ///   for a single timer, until its message is taken for handling.
-struct TimerBook<Key: Hashable, Payload, Handle> {
+struct TimerBook<Key: Hashable, Letter, Handle> {
     enum Mode: Equatable {
         /// One message, then the timer is done.
         case single
@@ -26,7 +26,7 @@ struct TimerBook<Key: Hashable, Payload, Handle> {
     /// What the owner of the loop timers does.
     enum Directive {
         /// Arms a loop timer that, after `delay`, reports `fired(key, generation:)`.
-        case arm(Key, generation: UInt64, after: Duration, Payload)
+        case arm(Key, generation: UInt64, after: Duration, Letter)
         /// Cancels a loop timer that has not fired.
         case cancel(Handle)
     }
@@ -43,7 +43,7 @@ struct TimerBook<Key: Hashable, Payload, Handle> {
     private struct Timer {
         var generation: UInt64
         var mode: Mode
-        var payload: Payload
+        var payload: Letter
         /// The armed loop timer; nil while its message is queued or handled.
         var handle: Handle?
     }
@@ -57,7 +57,7 @@ struct TimerBook<Key: Hashable, Payload, Handle> {
     func isActive(_ key: Key) -> Bool { timers[key] != nil }
 
     /// Starts the timer `key`, replacing the one of that key if any.
-    mutating func start(_ key: Key, mode: Mode, payload: Payload, initialDelay: Duration) -> [Directive] {
+    mutating func start(_ key: Key, mode: Mode, payload: Letter, initialDelay: Duration) -> [Directive] {
         var directives: [Directive] = []
         if let handle = timers[key]?.handle { directives.append(.cancel(handle)) }
         // 2^64 starts would take centuries of starting one per nanosecond.
