@@ -76,7 +76,21 @@ enum ClusterCommand {
         if let existing = readState(dir), existing.nodes.contains(where: { isRunning($0) }) {
             throw .failed("a cluster is already running in \(dir); run 'oscar cluster down' first")
         }
+        // Ports taken by something else fail now, naming them, not after
+        // --timeout with nodes restarting on "address in use".
+        let ports = Array(basePort..<basePort + count) + (httpBase.map { Array($0..<$0 + count) } ?? [])
+        let taken = ports.filter { !LocalProcesses.portIsFree($0) }
+        if !taken.isEmpty {
+            throw .failed(
+                "port\(taken.count == 1 ? "" : "s") \(taken.map(String.init).joined(separator: ", ")) on 127.0.0.1 "
+                    + "already in use; choose another --base-port (or --http-base-port)")
+        }
         try makeDirectory(dir)
+        // A new cluster's files: no log, kill marker or supervisor state of
+        // an earlier cluster in this directory is read as this one's.
+        for port in basePort..<basePort + count {
+            for file in [logPath(dir, port), killedPath(dir, port), supervisorPath(dir, port)] { unlink(file) }
+        }
         let secretFile = ClusterSecret.file(inClusterDirectory: dir)
         let secret: String
         if let given { secret = given } else { secret = try ClusterSecret.generate() }
@@ -161,10 +175,15 @@ enum ClusterCommand {
         let clock = ContinuousClock()
         let start = clock.now
         var lastLine = ""
+        // Nodes started a moment ago count by their pid alone: a process
+        // just spawned can show no command line yet (which `isRunning`
+        // reads), and the wait declared a live node dead, or converged
+        // without it.
+        let alive = { (node: State.Node) in LocalProcesses.isAlive(pid: node.pid) }
         while true {
-            let running = state.nodes.filter(isRunning)
+            let running = state.nodes.filter(alive)
             let runningPorts = Set(running.map(\.port))
-            if let dead = state.nodes.first(where: { !isRunning($0) && !wasKilled($0, dir) }) {
+            if let dead = state.nodes.first(where: { !alive($0) && !wasKilled($0, dir) }) {
                 throw .failed(
                     "node \(state.address(dead)) exited; the end of its log (\(logPath(dir, dead.port))):\n"
                         + tail(logPath(dir, dead.port), lines: 8))

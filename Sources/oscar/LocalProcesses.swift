@@ -129,15 +129,24 @@ enum LocalProcesses {
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
     }
 
-    /// True while `pid` runs (not a zombie) and is an `oscar node` on
-    /// `port`: a pid reused by another program does not count.
-    static func isNode(pid: Int32, port: Int) -> Bool {
+    /// Whether process `pid` exists and has not exited (a zombie has). For
+    /// a process this one has just started: its command line may not be
+    /// readable yet (`isNode` then says no for a moment), and its pid cannot
+    /// have been reused.
+    static func isAlive(pid: Int32) -> Bool {
         guard pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return false }
         if let stat = FileStream.readAll("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")"),
             stat[stat.index(after: close)...].trimmingPrefix(" ").first == "Z"
         {
             return false
         }
+        return true
+    }
+
+    /// True while `pid` runs (not a zombie) and is an `oscar node` on
+    /// `port`: a pid reused by another program does not count.
+    static func isNode(pid: Int32, port: Int) -> Bool {
+        guard isAlive(pid: pid) else { return false }
         guard let cmdline = FileStream.readAll("/proc/\(pid)/cmdline") else { return false }
         let parts = cmdline.split(separator: "\0").map(String.init)
         guard let i = parts.firstIndex(of: "--port"), i + 1 < parts.count else { return false }
@@ -173,6 +182,10 @@ enum LocalProcesses {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        // As a node binds (libuv sets it): connections of an earlier node in
+        // TIME_WAIT do not make the port taken, a listener does.
+        var on: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
