@@ -37,7 +37,7 @@ enum ClusterCommand {
         // A cluster file: every option of `up`; the other commands want its dir.
         let file = try args.option("file").map { (path) throws(CLIError) in try ClusterFile.read(path) }
         if sub == "up", let file { args.fillIn(from: file) }
-        let dir = args.option("dir") ?? file?.options["dir"] ?? ".oscar/cluster"
+        let dir = args.option("dir") ?? file?.directory ?? ".oscar/cluster"
         switch sub {
         case "up": try await up(&args, dir: dir, fileArguments: file?.arguments ?? [])
         case "status": try await status(&args, dir: dir)

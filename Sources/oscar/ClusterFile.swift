@@ -10,8 +10,10 @@ import Oscar
 /// what follows `--` on the command line (the application's own). A flag on
 /// the command line wins over the file. Paths (`exec`, `dir`, `secret-file`)
 /// are relative to the file's folder, as docker-compose reads its file, so
-/// the file means the same from wherever it is run. The other `cluster`
-/// subcommands take `--file` too, for its `dir`.
+/// the file means the same from wherever it is run; without `dir`, the
+/// cluster's directory is `.oscar/cluster` beside the file. The other
+/// `cluster` subcommands, and `ask`, `tell`, `members`, `leave` and `down`,
+/// take `--file` too, for that directory.
 enum ClusterFile {
     /// Keys whose value is a whole number.
     static let numberKeys: Set<String> = ["nodes", "base-port", "http-base-port"]
@@ -26,6 +28,10 @@ enum ClusterFile {
         var options: [String: String] = [:]
         var switches: Set<String> = []
         var arguments: [String]?
+        /// The cluster's directory: the file's `dir`, else `.oscar/cluster`
+        /// beside the file, so the file names one cluster wherever it is
+        /// used from.
+        var directory = ".oscar/cluster"
     }
 
     /// A cluster file is a few lines; anything past this is not one.
@@ -42,7 +48,7 @@ enum ClusterFile {
         let value: CBORValue
         do { value = try JSONBridge.cbor(fromJSON: text) } catch { throw .usage("\(name): not JSON: \(error)") }
         guard case .map(let entries) = value else { throw .usage("\(name): must hold one JSON object") }
-        var contents = Contents()
+        var contents = Contents(directory: resolve(".oscar/cluster", in: folder))
         for (key, value) in entries {
             guard case .text(let key) = key else { throw .usage("\(name): keys must be text") }
             switch value {
@@ -67,6 +73,7 @@ enum ClusterFile {
                 throw .usage("\(name): \"\(key)\" must be \(kind(of: key))")
             }
         }
+        if let dir = contents.options["dir"] { contents.directory = dir }
         return contents
     }
 

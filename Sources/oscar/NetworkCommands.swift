@@ -10,8 +10,14 @@ enum NetworkCommands {
     /// The secret of a command that talks to a cluster: see
     /// `ClusterSecret.forClient` for where it is found. There is no default.
     static func secret(_ args: inout Arguments) throws(CLIError) -> String {
-        let dir = args.option("dir")
-        return try ClusterSecret.forClient(&args, dir: dir)
+        try ClusterSecret.forClient(&args, dir: clusterDirectory(&args))
+    }
+
+    /// `--dir`, or the directory of the cluster file `--file` names; nil
+    /// when neither is given.
+    static func clusterDirectory(_ args: inout Arguments) throws(CLIError) -> String? {
+        let file = try args.option("file").map { (path) throws(CLIError) in try ClusterFile.read(path) }
+        return args.option("dir") ?? file?.directory
     }
 
     /// A duration option (`100us`, `500ms`, `2s`, `1m`); zero only when
@@ -114,7 +120,12 @@ enum NetworkCommands {
 
     /// A one-shot, silent client node and the `--node` it talks to.
     static func clusterClient(_ args: inout Arguments) throws(CLIError) -> (ClusterNode, NodeAddress) {
-        let target = try nodeAddress(args.option("node") ?? "127.0.0.1:7000", option: "node")
+        // The node asked: --node, else the first node of the cluster that
+        // --dir (or --file) names, else 127.0.0.1:7000.
+        let local = try clusterDirectory(&args).flatMap(ClusterCommand.readState).flatMap { state in
+            state.nodes.first.map { state.address($0).description }
+        }
+        let target = try nodeAddress(args.option("node") ?? local ?? "127.0.0.1:7000", option: "node")
         let secret = try secret(&args)
         try args.rejectUnknownOptions()
         OscarLog.shared.level = .off

@@ -22,7 +22,8 @@ let usage = """
                                       add, kill, down, ask, tell and members work on it the same.
                                       --file: these options as one JSON object ("nodes", "exec",
                                       "arguments": [...], ...; paths relative to the file), which
-                                      flags override; every cluster command takes --file for its dir
+                                      flags override. --file F also names the cluster for the other
+                                      cluster commands, ask, tell, members, leave and down
       oscar cluster status [--dir D]  the member table with each node's restarts, and nodes whose
                                       process is gone
       oscar cluster down [--grace 15s] [--dir D]
@@ -47,18 +48,18 @@ let usage = """
                                       --exec PATH: supervise that program instead (your node binary)
                                       --inject-faults installs the test kit's fault gate (POST /faults,
                                       /system/faults), as the nodes of 'oscar chaos' have; never in production
-      oscar members [--node host:port] [--json] [--dir D]
+      oscar members [--node host:port] [--json] [--dir D | --file F]
                                       the member table as that node sees it
-      oscar leave [--node host:port] [--dir D]
+      oscar leave [--node host:port] [--dir D | --file F]
                                       ask a node to leave the cluster gracefully
-      oscar down --member host:port [--node host:port] [--dir D]
+      oscar down --member host:port [--node host:port] [--dir D | --file F]
                                       mark a member down (it is removed without leaving)
-      oscar ask URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D]
+      oscar ask URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D | --file F]
                                       ask an actor; prints the reply as JSON
-      oscar ask URI .function JSON-ARRAY [--timeout 5s] [--secret-file F | --secret S | --dir D]
+      oscar ask URI .function JSON-ARRAY [--timeout 5s] [--secret-file F | --secret S | --dir D | --file F]
                                       call a distributed actor's function by name, e.g.
                                       oscar ask oscar://127.0.0.1:7000/user/greeter .greet '["Ada"]'
-      oscar tell URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D]
+      oscar tell URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D | --file F]
                                       tell an actor; waits until it has handled the message, and
                                       fails as ask does when it cannot (such as an unknown type)
       oscar secret                    print a new random cluster secret (32 bytes, as hex)

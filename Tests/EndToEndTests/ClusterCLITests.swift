@@ -137,6 +137,13 @@ import Testing
             let status = try await OscarProcess.run(["cluster", "status", "--file", file])
             #expect(status.status == 0, "\(status.stderr)")
             #expect(status.stdout.contains("127.0.0.1:\(base + 1)"), "\(status.stdout)")
+            // The client commands find the cluster, its secret and a node through the file.
+            let asked = try await OscarProcess.run(
+                ["ask", "oscar://127.0.0.1:\(base + 1)/user/echo", "Echo", #"{"text":"f"}"#, "--file", file], secret: ""
+            )
+            #expect(asked.status == 0 && asked.stdout.contains(#""text":"f""#), "\(asked.stdout)\(asked.stderr)")
+            let members = try await OscarProcess.run(["members", "--file", file], secret: "")
+            #expect(members.stdout.contains("as 127.0.0.1:\(base) sees them"), "\(members.stdout)\(members.stderr)")
         } catch {
             Issue.record(error)
         }
