@@ -35,7 +35,10 @@ public final class ReliableConsumer<M: Message>: Reactor {
 
     package init(handle: @escaping (M) -> Void) { self.handle = handle }
 
-    /// Spawns the consumer actor on `system` and returns its ref.
+    /// Spawns the consumer actor on `system` and returns its ref. `handle`
+    /// runs on the consumer actor's loop, one message at a time, in order;
+    /// the message is acknowledged when it returns. A producer learns how
+    /// far the consumer got from `ReliableProducer.acknowledged`.
     public static func spawn(
         on system: ActorSystem, name: String, _ type: M.Type = M.self, handle: @escaping @Sendable (M) -> Void
     ) throws -> ActorRef {
