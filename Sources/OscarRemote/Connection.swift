@@ -58,10 +58,16 @@ package final class Connection: @unchecked Sendable {
     /// The preamble and handshake have started (with TLS: once its
     /// handshake is done).
     private var handshakeStarted = false
+    /// A dialled connection that does not run TLS though the node does.
+    private let dialsWithoutTLS: Bool
     /// The host and port dialled; the peer's certificate must name the host.
     private var dialled = (host: "", port: 0)
 
-    init(transport: Transport, initiator: Bool) {
+    /// With `withoutTLS`, a dialled connection of a TLS node skips TLS: the
+    /// peer was found to run without it, and this node accepts that
+    /// (`TLSPolicy.acceptsPlaintext`).
+    init(transport: Transport, initiator: Bool, withoutTLS: Bool = false) {
+        self.dialsWithoutTLS = withoutTLS
         self.transport = transport
         self.loop = transport.ioLoop
         self.isInitiator = initiator
@@ -136,9 +142,12 @@ package final class Connection: @unchecked Sendable {
     private func begin() {
         state = .handshaking
         uv_tcp_nodelay(tcp, 1)
-        uv_read_start(stream, onAlloc, onRead)
-        guard transport.settings.tls != nil else { return startHandshake() }
+        guard transport.settings.tls != nil, !dialsWithoutTLS else {
+            uv_read_start(stream, onAlloc, onRead)
+            return startHandshake()
+        }
         cipherRead = .allocate(byteCount: FrameBuffer.readChunk, alignment: 8)
+        uv_read_start(stream, onAlloc, onRead)
         // An acceptor learns from the first byte whether the peer speaks
         // TLS; the initiator writes first in both protocols.
         if isInitiator { startTLS(.client(serverHost: dialled.host)) } else { sniffing = true }
@@ -308,6 +317,9 @@ package final class Connection: @unchecked Sendable {
                 return refuseTLS(TLSPolicy.plaintextRefused)
             }
         } else if !ciphertextSeen, let refusal = TLSPolicy.dialRefusal(firstByte: first) {
+            // The rolling switch: a peer not yet moved to TLS is dialled
+            // again without it.
+            if policy.acceptsPlaintext, let association { return association.redialWithoutTLS(self, refusal) }
             return refuseTLS(refusal)
         }
         ciphertextSeen = true

@@ -170,18 +170,22 @@ final class BlobActor: Reactor {
         #expect(refusals(refusing) >= 2)
         #expect((try await refusing.membership()).members.count == 1)
 
+        // The rolling switch: a TLS node that accepts plaintext joins a
+        // plaintext seed (dialling it again without TLS) and is joined by
+        // a plaintext node; a TLS peer still reaches it with TLS.
+        let plainSeed = try node(tls: nil)
         var rolling = try pki.issue("c")
         rolling.acceptsPlaintext = true
-        let accepting = try node(tls: rolling)
+        let accepting = try node(tls: rolling, seeds: [plainSeed.address])
         let joiner = try node(tls: nil, seeds: [accepting.address])
-        defer { [joiner, accepting].forEach { $0.shutdown() } }
-        try await joiner.waitUntilUp(members: 2, within: .seconds(60))
+        let tlsPeer = try node(tls: pki.issue("d"))
+        defer { [tlsPeer, joiner, accepting, plainSeed].forEach { $0.shutdown() } }
+        try await accepting.waitUntilUp(members: 3, within: .seconds(60))
         #expect(try await ping(joiner, accepting).node == accepting.address.port)
         #expect(try await ping(accepting, joiner).node == joiner.address.port)
-        // And TLS peers still connect to it with TLS.
-        let tlsPeer = try node(tls: pki.issue("d"), seeds: [accepting.address])
-        defer { tlsPeer.shutdown() }
+        #expect(try await ping(accepting, plainSeed).node == plainSeed.address.port)
         #expect(try await ping(tlsPeer, accepting).node == accepting.address.port)
+        #expect(refusals(accepting) == 0)
     }
 
     /// B's certificate is valid and from the cluster CA, but names another
