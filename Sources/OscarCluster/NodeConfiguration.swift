@@ -241,30 +241,13 @@ package struct NodeConfiguration: Sendable, Equatable {
         } show: { _ in
             "******"
         },
-        Key(name: "secret-file", help: "a file holding the cluster secret, so it is not on the command line") {
-            c, t throws(Reason) in
-            guard !t.isEmpty else { throw Reason(text: "must not be empty") }
-            c.secretFile = t
-        } show: {
-            $0.secretFile ?? "(none)"
-        },
-        Key(name: "tls-cert", help: "TLS on the cluster port: this node's certificate (PEM), naming its hosts") {
-            c, t throws(Reason) in
-            c.tlsCertificate = try path(t)
-        } show: {
-            $0.tlsCertificate ?? "(none: no TLS)"
-        },
-        Key(name: "tls-key", help: "TLS: the private key of tls-cert (PEM)") { c, t throws(Reason) in
-            c.tlsKey = try path(t)
-        } show: {
-            $0.tlsKey ?? "(none)"
-        },
-        Key(name: "tls-ca", help: "TLS: the cluster CA's certificate (PEM), which every peer's must chain to") {
-            c, t throws(Reason) in
-            c.tlsCA = try path(t)
-        } show: {
-            $0.tlsCA ?? "(none)"
-        },
+        file("secret-file", \.secretFile, help: "a file holding the cluster secret, so it is not on the command line"),
+        file(
+            "tls-cert", \.tlsCertificate,
+            help: "TLS on the cluster port: this node's certificate (PEM), naming its hosts",
+            unset: "(none: no TLS)"),
+        file("tls-key", \.tlsKey, help: "TLS: the private key of tls-cert (PEM)"),
+        file("tls-ca", \.tlsCA, help: "TLS: the cluster CA's certificate (PEM), which every peer's must chain to"),
         Key(name: "tls-plaintext", help: "TLS: refuse peers without TLS, or accept them too (a rolling switch)") {
             c, t throws(Reason) in
             guard let mode = TLSPlaintext(rawValue: t) else {
@@ -372,9 +355,17 @@ package struct NodeConfiguration: Sendable, Equatable {
         return n
     }
 
-    private static func path(_ text: String) throws(Reason) -> String {
-        guard !text.isEmpty else { throw Reason(text: "must not be empty") }
-        return text
+    /// A setting that names a file: any path but an empty one.
+    private static func file(
+        _ name: String, _ field: WritableKeyPath<NodeConfiguration, String?> & Sendable, help: String,
+        unset: String = "(none)"
+    ) -> Key {
+        Key(name: name, help: help) { c, t throws(Reason) in
+            guard !t.isEmpty else { throw Reason(text: "must not be empty") }
+            c[keyPath: field] = t
+        } show: {
+            $0[keyPath: field] ?? unset
+        }
     }
 
     private static func ipv4(_ text: String) throws(Reason) -> String {
