@@ -61,9 +61,10 @@ final class BlobActor: Reactor {
         }
     }
 
-    func node(tls: ClusterNode.Settings.TLS?, seeds: [NodeAddress] = []) throws -> ClusterNode {
+    func node(tls: ClusterNode.Settings.TLS?, seeds: [NodeAddress] = [], http: Bool = false) throws -> ClusterNode {
         var settings = ClusterNode.Settings(
-            secret: Self.secret, loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200))
+            secret: Self.secret, loopCount: 1, seeds: seeds, membershipTick: .milliseconds(200),
+            httpPort: http ? 0 : nil)
         settings.tls = tls
         return try ClusterNode(settings: settings) { actors in
             actors.nodeSingleton("ping") { PingActor() }
@@ -99,6 +100,12 @@ final class BlobActor: Reactor {
     }
 
     func refusals(_ node: ClusterNode) -> Int { node.stats.value(.tlsRefusals) }
+
+    /// Whether every node comes to count at least `count` TLS refusals (the
+    /// other side of a refusal counts it on its own loop, a moment later).
+    func refused(_ nodes: ClusterNode..., atLeast count: Int) async -> Bool {
+        await eventually { nodes.allSatisfy { refusals($0) >= count } }
+    }
 
     // MARK: - A TLS cluster
 
@@ -140,7 +147,7 @@ final class BlobActor: Reactor {
         let other = try PKI("other-ca")
         var foreign = try other.issue("b")
         foreign.caFile = pki.certs.caCertificate
-        let a = try node(tls: pki.issue("a"))
+        let a = try node(tls: pki.issue("a"), http: true)
         let b = try node(tls: foreign, seeds: [a.address])
         defer { [b, a].forEach { $0.shutdown() } }
 
@@ -148,14 +155,12 @@ final class BlobActor: Reactor {
         #expect(atB?.contains("alert unknown ca") == true, "\(atB ?? "none")")
         let atA = await eventualRejection(a, b)
         #expect(atA == TLSError.verificationFailed(.unknownCA).description, "\(atA ?? "none")")
-        #expect(refusals(a) >= 2 && refusals(b) >= 2)
+        #expect(await refused(a, b, atLeast: 2))
         #expect((try await a.membership()).members.count == 1)
         #expect((try await b.membership()).members.allSatisfy { $0.node.port == b.address.port })
-        let metrics = ManagementRoutes.metrics(
-            .init(
-                membership: try await a.membership(), deadLetters: 0, framesIn: 0, framesOut: 0, asksPending: 0,
-                gossipRounds: 0, tlsRefusals: refusals(a)))
-        #expect(metrics.contains("oscar_tls_refused_total \(refusals(a))"))
+        let metrics = try await MembershipTests.get("/metrics", port: try #require(a.managementPort)).body
+        let counted = metrics.split(separator: "\n").first { $0.hasPrefix("oscar_tls_refused_total ") }
+        #expect(counted.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 2 } == true, "\(metrics)")
     }
 
     @Test func aPlaintextNodeIsRefusedByDefaultAndAcceptedWithTheRollingSwitch() async throws {
@@ -167,7 +172,7 @@ final class BlobActor: Reactor {
         #expect(atPlain == "rejected by peer: \(TLSPolicy.plaintextRefused)", "\(atPlain ?? "none")")
         let atTLS = await eventualRejection(refusing, plain)
         #expect(atTLS?.contains("does not run TLS") == true, "\(atTLS ?? "none")")
-        #expect(refusals(refusing) >= 2)
+        #expect(await refused(refusing, atLeast: 2))
         #expect((try await refusing.membership()).members.count == 1)
 
         // The rolling switch: a TLS node that accepts plaintext joins a
@@ -203,7 +208,7 @@ final class BlobActor: Reactor {
         // Dialling B at 127.0.0.1, A checks B's certificate in the TLS handshake.
         let atA = await eventualRejection(a, b)
         #expect(atA == TLSError.verificationFailed(.hostMismatch).description, "\(atA ?? "none")")
-        #expect(refusals(a) >= 2)
+        #expect(await refused(a, atLeast: 2))
         #expect((try await a.membership()).members.count == 1)
     }
 
@@ -216,8 +221,42 @@ final class BlobActor: Reactor {
         #expect(atA == TLSError.verificationFailed(.expired).description, "\(atA ?? "none")")
         let atB = await eventualRejection(b, a)
         #expect(atB?.contains("alert certificate expired") == true, "\(atB ?? "none")")
-        #expect(refusals(a) >= 2 && refusals(b) >= 2)
+        #expect(await refused(a, b, atLeast: 2))
         #expect((try await a.membership()).members.count == 1)
+    }
+
+    /// A peer with a valid certificate but without the secret is held to
+    /// the 4 KiB frame bound before its handshake, through TLS as without.
+    @Test func aTLSPeerAnnouncingAHugeFrameBeforeItsHandshakeIsClosedAndTheNodeServesOn() async throws {
+        let pki = try PKI("bounds")
+        let a = try node(tls: pki.issue("a"))
+        let b = try node(tls: pki.issue("b"))
+        let intruder = try pki.issue("intruder")
+        defer { [b, a].forEach { $0.shutdown() } }
+        let port = a.address.port
+        let closed = try await offThePool { () throws -> Bool in
+            let credentials = try intruder.load()
+            let session = try TLSSession(credentials: credentials, role: .client(serverHost: "127.0.0.1"))
+            let peer = try RawPeer(port: port)
+            /// Reads what arrives (nil at the end of the stream or a timeout).
+            func readSome() -> [UInt8]? {
+                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+                let n = chunk.withUnsafeMutableBytes { recv(peer.fd, $0.baseAddress, $0.count, 0) }
+                return n > 0 ? Array(chunk[..<n]) : nil
+            }
+            peer.send(session.takeCiphertext())
+            while !session.isHandshakeComplete, let bytes = readSome() {
+                _ = try session.receive(bytes)
+                peer.send(session.takeCiphertext())
+            }
+            guard session.isHandshakeComplete else { return false }
+            try session.send(Handshake.preamble + [0xff, 0xff, 0xff, 0xff])
+            peer.send(session.takeCiphertext())
+            while readSome() != nil {}  // the node's preamble, then the end
+            return peer.closedByPeer()
+        }
+        #expect(closed)
+        #expect(try await ping(b, a).node == a.address.port)
     }
 
     // MARK: - Settings
