@@ -137,6 +137,32 @@ final class BlobActor: Reactor {
         #expect(refusals(a) == 0 && refusals(b) == 0)
     }
 
+    /// Both nodes dial each other at once: two TLS connections, one kept
+    /// by the tie-break on both sides, and traffic flows both ways, in order.
+    @Test func simultaneousTLSConnectsSettleOnOneConnection() async throws {
+        let pki = try PKI("simultaneous")
+        let (aTLS, bTLS) = (try pki.issue("a"), try pki.issue("b"))
+        for _ in 0..<3 {
+            let a = try node(tls: aTLS)
+            let b = try node(tls: bTLS)
+            defer { [b, a].forEach { $0.shutdown() } }
+            let aToB = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/ping")!
+            let bToA = b.system.ref("oscar://127.0.0.1:\(a.address.port)/user/ping")!
+            async let x = aToB.ask(Ping(n: 1), timeout: .seconds(20))
+            async let y = bToA.ask(Ping(n: 2), timeout: .seconds(20))
+            let (pa, pb) = try await (x, y)
+            #expect(pa.node == b.address.port && pb.node == a.address.port)
+            for i in 0..<50 {
+                aToB.tell(Count())
+                bToA.tell(Count())
+                if i % 10 == 0 { _ = try await aToB.ask(Ping(n: i), timeout: .seconds(20)) }
+            }
+            #expect(await eventually { (try? await aToB.ask(Total())) == 50 })
+            #expect(await eventually { (try? await bToA.ask(Total())) == 50 })
+            #expect(refusals(a) == 0 && refusals(b) == 0)
+        }
+    }
+
     // MARK: - Refusals
 
     /// B's certificate is signed by another CA (B trusts A's CA): A refuses
