@@ -38,7 +38,7 @@ reexported=$(sed -n 's/^@_exported import \([A-Za-z0-9_]*\)$/\1/p' Sources/Oscar
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/symbol-graphs"
-swift symbolgraph-extract -module-name Oscar -target "$triple" -I "$modules" -I Sources/CLibUV \
+swift symbolgraph-extract -module-name Oscar -target "$triple" -I "$modules" -I Sources/CLibUV -I Sources/COpenSSL \
   -minimum-access-level public -experimental-allowed-reexported-modules="$reexported" \
   -module-cache-path "$work/module-cache" -output-dir "$work/symbol-graphs"
 

@@ -30,6 +30,10 @@ public enum OscarMetrics {
         case connectionsRefused
         /// Connections closed because the peer stopped reading.
         case peersCutOff
+        /// Connections refused over TLS: a failed TLS handshake, a refused
+        /// certificate, a certificate that does not name the peer's host, or
+        /// a plaintext peer of a node that requires TLS.
+        case tlsRefusals
     }
 
     /// Receives every change of every counter of one node. Called on the

@@ -90,6 +90,10 @@ public final class ClusterNode: Sendable {
         /// A filter on every frame (the test kit's fault gate); nil, so no
         /// fault code on the path, unless a test or chaos run installs one.
         package var frameFilter: (any FrameFilter)?
+        /// TLS on the cluster port (PROTOCOL.md §8): nil, the default, for
+        /// none. With it, every connection runs mutually authenticated TLS
+        /// 1.3 under the cluster secret's handshake.
+        public var tls: TLS?
         /// Receives this node's counters as they change (`OscarMetrics`);
         /// nil, the default, pushes nothing.
         public var metrics: (any OscarMetrics.Handler)?
@@ -106,6 +110,46 @@ public final class ClusterNode: Sendable {
 
         /// The host in this node's identity.
         public var identityHost: String { advertisedHost ?? host }
+
+        /// The PEM files of a node's TLS identity and the cluster CA (what
+        /// `oscar certs` writes), read once when the node starts.
+        public struct TLS: Sendable {
+            /// This node's certificate (its chain, leaf first). It must name,
+            /// as SANs, every host peers reach this node at, the advertised
+            /// host included.
+            public var certificateFile: String
+            /// The certificate's private key.
+            public var privateKeyFile: String
+            /// The cluster CA's certificate, which every peer's must chain to.
+            public var caFile: String
+            /// Also accept peers without TLS (authenticated by the secret
+            /// alone): a switch for moving a running cluster to TLS one
+            /// node at a time. Default false: they are refused.
+            public var acceptsPlaintext: Bool
+            /// Credentials already read from these files (by the node
+            /// runner, which checks them with the configuration).
+            package var loaded: TLSCredentials?
+
+            public init(certificateFile: String, privateKeyFile: String, caFile: String, acceptsPlaintext: Bool = false)
+            {
+                self.certificateFile = certificateFile
+                self.privateKeyFile = privateKeyFile
+                self.caFile = caFile
+                self.acceptsPlaintext = acceptsPlaintext
+            }
+
+            /// Reads the files (once per start), or says which and why not.
+            package func load() throws(TransportError) -> TLSCredentials {
+                if let loaded { return loaded }
+                do {
+                    return try TLSCredentials(
+                        files: .init(certificateChain: certificateFile, privateKey: privateKeyFile, trustedCA: caFile))
+                } catch {
+                    throw .tlsCredentials(
+                        "\(error) (tls-cert \(certificateFile), tls-key \(privateKeyFile), tls-ca \(caFile))")
+                }
+            }
+        }
 
         public init(
             host: String = "127.0.0.1", port: Int = 0, secret: String,
@@ -164,6 +208,10 @@ public final class ClusterNode: Sendable {
         settings: Settings, services: ServiceLocator = ServiceLocator(),
         _ build: (inout ActorSystemBuilder) -> Void = { _ in }
     ) throws(TransportError) {
+        // Before anything is opened: bad files leave nothing to close.
+        let tls = try settings.tls.map { (t) throws(TransportError) in
+            TLSPolicy(credentials: try t.load(), acceptsPlaintext: t.acceptsPlaintext)
+        }
         stats = NodeStats(handler: settings.metrics)
         let (fd, port) = try SocketAddress.listen(host: settings.host, port: settings.port)
         system = ActorSystem(
@@ -179,6 +227,7 @@ public final class ClusterNode: Sendable {
         transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
         transportSettings.maxFrameSize = settings.maxFrameSize
         transportSettings.outboundCapacity = settings.outboundCapacity
+        transportSettings.tls = tls
         let transport = Transport(
             system: system, secret: settings.secret, settings: transportSettings, stats: stats,
             frameFilter: settings.frameFilter)
@@ -257,7 +306,8 @@ public final class ClusterNode: Sendable {
             membership: membership, deadLetters: system.deadLetters, framesIn: stats.value(.framesIn),
             framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
             gossipRounds: stats.value(.gossipRounds), authenticationFailures: stats.value(.authenticationFailures),
-            connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff))
+            connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff),
+            tlsRefusals: stats.value(.tlsRefusals))
         return ManagementRoutes.respond(request, snapshot)
     }
 

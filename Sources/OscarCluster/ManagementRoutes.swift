@@ -31,6 +31,7 @@ package enum ManagementRoutes {
         public var authenticationFailures: Int = 0
         public var connectionsRefused: Int = 0
         public var peersCutOff: Int = 0
+        public var tlsRefusals: Int = 0
     }
 
     /// One HTTP request, as the shell parsed it; header names are lowercase.
@@ -115,6 +116,9 @@ package enum ManagementRoutes {
             "# HELP oscar_peers_cut_off_total Connections closed because the peer stopped reading.",
             "# TYPE oscar_peers_cut_off_total counter",
             "oscar_peers_cut_off_total \(s.peersCutOff)",
+            "# HELP oscar_tls_refused_total Connections refused over TLS (handshake, certificate, host, or plaintext).",
+            "# TYPE oscar_tls_refused_total counter",
+            "oscar_tls_refused_total \(s.tlsRefusals)",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

@@ -15,6 +15,8 @@ import OscarRuntime
 /// in the file.
 package struct NodeConfiguration: Sendable, Equatable {
     public enum Downing: String, Sendable, CaseIterable { case keepMajority = "keep-majority", manual }
+    /// What a TLS node does with a peer that connects without TLS.
+    public enum TLSPlaintext: String, Sendable, CaseIterable { case refuse, accept }
 
     public var port = 7000
     public var bindHost = "127.0.0.1"
@@ -41,6 +43,12 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var decideWhenUnstableAfter = Duration.seconds(4)
     public var removalMargin = Duration.seconds(8)
     public var logLevel = OscarLog.Level.info
+    /// TLS on the cluster port: this node's certificate, its key and the
+    /// cluster CA (PEM files); all three or none.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
+    public var tlsCA: String?
+    public var tlsPlaintext = TLSPlaintext.refuse
 
     /// Where a resolved value came from, for `--print-config`.
     public enum Source: String, Sendable { case flag, environment, file, `default` }
@@ -108,6 +116,13 @@ package struct NodeConfiguration: Sendable, Equatable {
 
     /// Settings that are fine alone but not together.
     package func check() throws(ConfigurationError) {
+        let tlsFiles = [("tls-cert", tlsCertificate), ("tls-key", tlsKey), ("tls-ca", tlsCA)]
+        if tlsFiles.contains(where: { $0.1 != nil }), let missing = tlsFiles.first(where: { $0.1 == nil }) {
+            throw ConfigurationError(
+                key: missing.0, source: "",
+                reason:
+                    "TLS needs tls-cert, tls-key and tls-ca together ('oscar certs' makes them); this one is missing")
+        }
         if bindHost == "0.0.0.0", advertisedHost == nil {
             throw ConfigurationError(
                 key: "advertised-host", source: "",
@@ -173,6 +188,11 @@ package struct NodeConfiguration: Sendable, Equatable {
         s.membership.decideWhenUnstableAfter = decideWhenUnstableAfter.inSeconds
         s.membership.removalMargin = removalMargin.inSeconds
         s.membershipTick = heartbeatInterval
+        if let tlsCertificate, let tlsKey, let tlsCA {
+            s.tls = .init(
+                certificateFile: tlsCertificate, privateKeyFile: tlsKey, caFile: tlsCA,
+                acceptsPlaintext: tlsPlaintext == .accept)
+        }
         return s
     }
 
@@ -221,12 +241,21 @@ package struct NodeConfiguration: Sendable, Equatable {
         } show: { _ in
             "******"
         },
-        Key(name: "secret-file", help: "a file holding the cluster secret, so it is not on the command line") {
+        file("secret-file", \.secretFile, help: "a file holding the cluster secret, so it is not on the command line"),
+        file(
+            "tls-cert", \.tlsCertificate,
+            help: "TLS on the cluster port: this node's certificate (PEM), naming its hosts",
+            unset: "(none: no TLS)"),
+        file("tls-key", \.tlsKey, help: "TLS: the private key of tls-cert (PEM)"),
+        file("tls-ca", \.tlsCA, help: "TLS: the cluster CA's certificate (PEM), which every peer's must chain to"),
+        Key(name: "tls-plaintext", help: "TLS: refuse peers without TLS, or accept them too (a rolling switch)") {
             c, t throws(Reason) in
-            guard !t.isEmpty else { throw Reason(text: "must not be empty") }
-            c.secretFile = t
+            guard let mode = TLSPlaintext(rawValue: t) else {
+                throw Reason(text: "must be refuse or accept, not '\(t)'")
+            }
+            c.tlsPlaintext = mode
         } show: {
-            $0.secretFile ?? "(none)"
+            $0.tlsPlaintext.rawValue
         },
         Key(name: "roles", help: "this node's roles, comma-separated") { c, t throws(Reason) in
             guard !t.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
@@ -324,6 +353,19 @@ package struct NodeConfiguration: Sendable, Equatable {
             throw Reason(text: "must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
         }
         return n
+    }
+
+    /// A setting that names a file: any path but an empty one.
+    private static func file(
+        _ name: String, _ field: WritableKeyPath<NodeConfiguration, String?> & Sendable, help: String,
+        unset: String = "(none)"
+    ) -> Key {
+        Key(name: name, help: help) { c, t throws(Reason) in
+            guard !t.isEmpty else { throw Reason(text: "must not be empty") }
+            c[keyPath: field] = t
+        } show: {
+            $0[keyPath: field] ?? unset
+        }
     }
 
     private static func ipv4(_ text: String) throws(Reason) -> String {

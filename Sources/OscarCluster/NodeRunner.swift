@@ -1,5 +1,6 @@
 import Glibc
 import OscarBase
+import OscarRemote
 import OscarRuntime
 import Synchronization
 
@@ -86,6 +87,7 @@ extension ClusterNode {
             let parsed: NodeArguments
             let resolved: NodeConfiguration.Resolved
             let secret: String
+            let tlsCredentials: TLSCredentials?
             do {
                 parsed = try NodeArguments(arguments, extraOptions: extraOptions, extraSwitches: extraSwitches)
                 if parsed.switches.contains("help") {
@@ -101,6 +103,9 @@ extension ClusterNode {
                 // Checked before anything starts (and by --check-config): a
                 // node without a usable secret cannot join anything.
                 secret = try NodeSecret.forNode(resolved)
+                // Read once, here: a missing or bad file is a configuration
+                // error, named, before anything starts.
+                tlsCredentials = try resolved.configuration.clusterSettings(secret: secret).tls?.load()
             } catch let problem as NodeArguments.Problem {
                 ProcessControl.writeStandardError("\(name): \(problem) ('\(name) --help' lists the settings)\n")
                 return 64
@@ -129,6 +134,7 @@ extension ClusterNode {
                 config.seeds += found.filter { !config.seeds.contains($0) }
             }
             var settings = config.clusterSettings(secret: secret)
+            settings.tls?.loaded = tlsCredentials
             adjust(&settings, parsed)
             let node: ClusterNode
             do {

@@ -465,12 +465,24 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     // MARK: - Connections
 
-    private func connect() {
-        let conn = Connection(transport: transport, initiator: true)
+    private func connect(withoutTLS: Bool = false) {
+        let conn = Connection(transport: transport, initiator: true, withoutTLS: withoutTLS)
         conn.association = self
         connecting = conn
         transport.track(conn)
         conn.connect(host: node.host, port: node.port)
+    }
+
+    /// A TLS dial found the peer runs without TLS, and this node accepts
+    /// that (`tls-plaintext=accept`): the same attempt goes on without TLS,
+    /// the asks waiting on it kept. Every later attempt tries TLS first.
+    func redialWithoutTLS(_ conn: Connection, _ reason: String) {
+        guard conn === connecting else { return }
+        connecting = nil
+        conn.association = nil  // not lost: replaced
+        conn.close(reason)
+        OscarLog.shared.info("\(node): \(reason); dialling it without TLS (tls-plaintext=accept)")
+        connect(withoutTLS: true)
     }
 
     /// A connection to this node finished its handshake.

@@ -7,6 +7,13 @@ import OscarRuntime
 /// One TCP connection to another node: the preamble, the handshake, framing
 /// and writes. Owns its `uv_tcp_t`; lives on the transport's I/O loop.
 ///
+/// With TLS (`Transport.Settings.tls`), a `TLSSession` sits between the
+/// socket and the framing: what is read goes through `receive` into the
+/// frame buffer; every write (a loop turn's whole batch at once) goes
+/// through `send`, and its ciphertext to the socket in one write. The
+/// preamble and handshake start once TLS's handshake is done; the handshake
+/// timeout covers both.
+///
 /// The handle's `data` holds this object retained until the close callback,
 /// so no libuv callback can see it freed. Loop-confined: other threads only
 /// hold it to hand work back to its loop (a reply, say), hence unchecked.
@@ -36,7 +43,31 @@ package final class Connection: @unchecked Sendable {
     /// is not reported as a failure.
     var closeReason = ""
 
-    init(transport: Transport, initiator: Bool) {
+    // MARK: TLS state (all nil or false when the node runs without TLS)
+
+    /// The session between the socket and the framing, once chosen.
+    private var tls: TLSSession?
+    /// An acceptor of a TLS node that has not seen the peer's first byte
+    /// (see `TLSPolicy.opening`).
+    private var sniffing = false
+    /// Where ciphertext is read to, one read at a time (a read is decrypted
+    /// before the next): `FrameBuffer.readChunk` bytes, only with TLS.
+    private var cipherRead: UnsafeMutableRawBufferPointer?
+    /// The peer has sent ciphertext (a dialler checks its first byte).
+    private var ciphertextSeen = false
+    /// The preamble and handshake have started (with TLS: once its
+    /// handshake is done).
+    private var handshakeStarted = false
+    /// A dialled connection that does not run TLS though the node does.
+    private let dialsWithoutTLS: Bool
+    /// The host and port dialled; the peer's certificate must name the host.
+    private var dialled = (host: "", port: 0)
+
+    /// With `withoutTLS`, a dialled connection of a TLS node skips TLS: the
+    /// peer was found to run without it, and this node accepts that
+    /// (`TLSPolicy.acceptsPlaintext`).
+    init(transport: Transport, initiator: Bool, withoutTLS: Bool = false) {
+        self.dialsWithoutTLS = withoutTLS
         self.transport = transport
         self.loop = transport.ioLoop
         self.isInitiator = initiator
@@ -52,6 +83,8 @@ package final class Connection: @unchecked Sendable {
         UVHandle.retainOwner(self, in: tcp)
     }
 
+    deinit { cipherRead?.deallocate() }
+
     package var stream: UnsafeMutablePointer<uv_stream_t> {
         UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self)
     }
@@ -61,6 +94,7 @@ package final class Connection: @unchecked Sendable {
     /// Dials `host:port`, resolving a name first (see `HostResolver`). A
     /// name that does not resolve fails like a refused connect.
     package func connect(host: String, port: Int) {
+        dialled = (host, port)
         armHandshakeTimeout()
         HostResolver.resolve(host, port: port, on: loop) { [self] result in
             guard state == .connecting else { return }  // closed meanwhile
@@ -108,7 +142,20 @@ package final class Connection: @unchecked Sendable {
     private func begin() {
         state = .handshaking
         uv_tcp_nodelay(tcp, 1)
+        guard transport.settings.tls != nil, !dialsWithoutTLS else {
+            uv_read_start(stream, onAlloc, onRead)
+            return startHandshake()
+        }
+        cipherRead = .allocate(byteCount: FrameBuffer.readChunk, alignment: 8)
         uv_read_start(stream, onAlloc, onRead)
+        // An acceptor learns from the first byte whether the peer speaks
+        // TLS; the initiator writes first in both protocols.
+        if isInitiator { startTLS(.client(serverHost: dialled.host)) } else { sniffing = true }
+    }
+
+    /// The preamble and the first handshake directives.
+    private func startHandshake() {
+        handshakeStarted = true
         write(Handshake.preamble)
         perform(handshake.onStart())
     }
@@ -124,17 +171,31 @@ package final class Connection: @unchecked Sendable {
 
     // MARK: - Reading
 
-    fileprivate func readBuffer() -> UnsafeMutableRawBufferPointer { buffer.prepareForRead() }
+    fileprivate func readBuffer() -> UnsafeMutableRawBufferPointer {
+        if let cipherRead, tls != nil || sniffing { return cipherRead }
+        return buffer.prepareForRead()
+    }
 
     fileprivate func didRead(_ count: Int) {
         loop.noteActivity()
         guard count >= 0 else {
-            close(
-                count == Int(UV_EOF.rawValue)
-                    ? "the peer closed the connection" : String(cString: uv_strerror(Int32(count))))
-            return
+            guard count == Int(UV_EOF.rawValue) else { return close(String(cString: uv_strerror(Int32(count)))) }
+            // Without the peer's close_notify, TLS calls the end a truncation.
+            do throws(TLSError) { try tls?.receiveEndOfStream() } catch  where error != .closed {
+                return close(error.description)
+            } catch {}
+            return close("the peer closed the connection")
         }
-        buffer.didRead(count)
+        if let cipherRead, tls != nil || sniffing {
+            receive(ciphertext: UnsafeRawBufferPointer(rebasing: cipherRead[..<count]))
+        } else {
+            buffer.didRead(count)
+            readFrames()
+        }
+    }
+
+    /// Cuts and handles every complete frame in the buffer.
+    private func readFrames() {
         do throws(WireError) {
             if !preambleSeen {
                 guard let preamble = buffer.take(Handshake.preamble.count) else { return }
@@ -148,7 +209,13 @@ package final class Connection: @unchecked Sendable {
                     guard let kind = frame.first.flatMap(WireKind.init(rawValue:)) else {
                         throw .malformedFrame("handshake frame without a kind")
                     }
-                    perform(handshake.onFrame(kind, Array(frame.dropFirst())))
+                    let directives = handshake.onFrame(kind, Array(frame.dropFirst()))
+                    if kind == .hello, let refusal = hostRefusal() {
+                        write(Self.handshakeFrame(.reject, Handshake.rejectPayload(refusal)))
+                        refuseTLS(refusal)
+                    } else {
+                        perform(directives)
+                    }
                 }
             }
         } catch {
@@ -210,6 +277,132 @@ package final class Connection: @unchecked Sendable {
         }
     }
 
+    // MARK: - TLS
+
+    /// Starts this side's TLS session; its first flight (a client's hello)
+    /// goes out at once.
+    private func startTLS(_ role: TLSSession.Role) {
+        guard let policy = transport.settings.tls else { return }
+        do throws(TLSError) {
+            tls = try TLSSession(credentials: policy.credentials, role: role)
+        } catch {
+            return refuseTLS(error.description)
+        }
+        writeCiphertext()
+    }
+
+    /// Ciphertext read (or, for an acceptor, the first bytes, which say
+    /// whether the peer speaks TLS). Holds at most what one read brought:
+    /// the session keeps at most one partial record, and the plaintext goes
+    /// to the frame buffer, bounded as without TLS.
+    private func receive(ciphertext bytes: UnsafeRawBufferPointer) {
+        guard let first = bytes.first, let policy = transport.settings.tls else { return }
+        if sniffing {
+            sniffing = false
+            switch policy.opening(firstByte: first) {
+            case .tls:
+                startTLS(.server(expectedClientHost: nil))
+            case .plaintext:
+                defer {
+                    cipherRead?.deallocate()
+                    cipherRead = nil
+                }
+                startHandshake()
+                return deliver(bytes)
+            case .refusedPlaintext:
+                // Said in plaintext, the only language this peer reads.
+                write(
+                    Handshake.preamble
+                        + Self.handshakeFrame(.reject, Handshake.rejectPayload(TLSPolicy.plaintextRefused)))
+                return refuseTLS(TLSPolicy.plaintextRefused)
+            }
+        } else if !ciphertextSeen, let refusal = TLSPolicy.dialRefusal(firstByte: first) {
+            // The rolling switch: a peer not yet moved to TLS is dialled
+            // again without it.
+            if policy.acceptsPlaintext, let association { return association.redialWithoutTLS(self, refusal) }
+            return refuseTLS(refusal)
+        }
+        ciphertextSeen = true
+        guard let tls, state != .closed else { return }
+        let plaintext: [UInt8]
+        do throws(TLSError) {
+            plaintext = try tls.receive(bytes)
+        } catch {
+            writeCiphertext()  // the alert telling the peer why
+            return error == .closed ? close("the peer closed the connection") : tlsFailed(error.description)
+        }
+        writeCiphertext()
+        if tls.isHandshakeComplete, !handshakeStarted { startHandshake() }
+        plaintext.withUnsafeBytes { deliver($0) }
+        if tls.failure == .closed { close("the peer closed the connection") }
+    }
+
+    /// Plaintext into the frame buffer, at most a read's room at a time,
+    /// each part's frames handled before the next goes in.
+    private func deliver(_ plaintext: UnsafeRawBufferPointer) {
+        var offset = 0
+        while offset < plaintext.count, state != .closed, let source = plaintext.baseAddress {
+            let room = buffer.prepareForRead()
+            let n = min(room.count, plaintext.count - offset)
+            room.baseAddress?.copyMemory(from: source + offset, byteCount: n)
+            buffer.didRead(n)
+            offset += n
+            readFrames()
+        }
+    }
+
+    /// What the session has for the socket, written now (after every event,
+    /// a failing one included: then it is the alert).
+    private func writeCiphertext() {
+        guard let tls else { return }
+        let ciphertext = tls.takeCiphertext()
+        ciphertext.withUnsafeBytes { _ = writeToSocket($0) }
+    }
+
+    /// Encrypts `bytes` and writes the records; false if that failed (the
+    /// connection is then closed).
+    private func encrypt(_ bytes: UnsafeRawBufferPointer, with tls: TLSSession) -> Bool {
+        do throws(TLSError) { try tls.send(bytes) } catch {
+            writeCiphertext()
+            tlsFailed(error.description)
+            return false
+        }
+        writeCiphertext()
+        return state != .closed
+    }
+
+    /// The acceptor's check once `hello` names the peer's advertised host:
+    /// its certificate must name it. Nil without TLS.
+    private func hostRefusal() -> String? {
+        guard let tls, !isInitiator, let claimed = handshake.peer else { return nil }
+        return TLSPolicy.hostRefusal(advertisedHost: claimed.host, certificateNames: tls.peerCertificateNames)
+    }
+
+    /// TLS failed: before the handshake, the peer is refused; after it, the
+    /// connection is closed as for any protocol error.
+    private func tlsFailed(_ reason: String) {
+        guard state != .established else {
+            OscarLog.shared.error("closing the connection to \(peerDescription): \(reason)")
+            return close(reason, flushFirst: true)
+        }
+        refuseTLS(reason)
+    }
+
+    /// Refuses a peer over TLS (its certificate, its handshake, plaintext):
+    /// logged at most about once a second, counted, and closed once what
+    /// was written (an alert, a reject) has gone. Waiting asks fail with
+    /// `rejected(reason)`.
+    private func refuseTLS(_ reason: String) {
+        guard state != .closed else { return }
+        transport.stats.add(.tlsRefusals)
+        let who =
+            isInitiator
+            ? "\(dialled.host):\(dialled.port) at \(socketPeer)" : "\(peer.map { "\($0) at " } ?? "")\(socketPeer)"
+        transport.tlsRefusals.note("TLS refused with \(who): \(reason)")
+        transport.handshakeFailed(self, reason: reason)
+        close(reason, flushFirst: true)
+    }
+
     /// A handshake frame: length, kind, CBOR payload (no envelope header).
     static func handshakeFrame(_ kind: WireKind, _ payload: [UInt8]) -> [UInt8] {
         let length = UInt32(payload.count + 1)
@@ -230,19 +423,38 @@ package final class Connection: @unchecked Sendable {
     package func write(_ bytes: [UInt8]) { bytes.withUnsafeBytes { _ = write($0) } }
 
     /// As `write(_:)`, from borrowed bytes; returns how many it took (all of
-    /// them, but for a closed connection, which takes none).
+    /// them, but for a closed connection, which takes none). With TLS, the
+    /// bytes are one `send`, and their records one write.
     @discardableResult
     package func write(_ bytes: UnsafeRawBufferPointer) -> Int {
         guard state != .closed, !bytes.isEmpty else { return 0 }
-        let written = tryWrite(bytes)
+        if let tls { return encrypt(bytes, with: tls) ? bytes.count : 0 }
+        return writeToSocket(bytes)
+    }
+
+    /// Writes bytes as they are to the socket (ciphertext, with TLS).
+    private func writeToSocket(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        let written = trySocketWrite(bytes)
         if written < bytes.count { queue(UnsafeRawBufferPointer(rebasing: bytes[written...])) }
         return state == .closed ? 0 : bytes.count  // a failed queue closed it
     }
 
     /// Writes what the socket takes at once, without queueing: 0 when it
     /// takes nothing, when libuv still holds queued bytes (order), or on an
-    /// error (the next queued write reports it and closes).
+    /// error (the next queued write reports it and closes). With TLS,
+    /// encrypting commits the bytes: it takes up to `handOverBytes` of them
+    /// when libuv holds nothing, and libuv queues what the socket does not
+    /// take of their records (counted in `unsentBytes`, so in the bounds).
     package func tryWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard state != .closed, !bytes.isEmpty else { return 0 }
+        guard let tls else { return trySocketWrite(bytes) }
+        guard unsentBytes == 0 else { return 0 }
+        let taken = min(bytes.count, Association.handOverBytes)
+        return encrypt(UnsafeRawBufferPointer(rebasing: bytes[..<taken]), with: tls) ? taken : 0
+    }
+
+    private func trySocketWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
         guard state != .closed, !bytes.isEmpty else { return 0 }
         var buf = uv_buf_init(
             UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
@@ -308,6 +520,10 @@ package final class Connection: @unchecked Sendable {
     /// Closes the connection; with `flushFirst`, after queued writes finish.
     package func close(_ reason: String, flushFirst: Bool = false) {
         guard state != .closed else { return }
+        if flushFirst, let tls, tls.failure == nil {
+            tls.close()  // close_notify, so the peer knows the stream was not cut
+            writeCiphertext()
+        }
         state = .closed
         if closeReason.isEmpty { closeReason = reason }
         if let t = handshakeTimer { loop.cancelTimer(t) }

@@ -21,6 +21,7 @@ package final class NodeStats: Sendable {
     private let authenticationFailures = Atomic<Int>(0)
     private let connectionsRefused = Atomic<Int>(0)
     private let peersCutOff = Atomic<Int>(0)
+    private let tlsRefusals = Atomic<Int>(0)
 
     private func counter<R>(_ counter: Counter, _ body: (borrowing Atomic<Int>) -> R) -> R {
         switch counter {
@@ -31,6 +32,7 @@ package final class NodeStats: Sendable {
         case .authenticationFailures: body(authenticationFailures)
         case .connectionsRefused: body(connectionsRefused)
         case .peersCutOff: body(peersCutOff)
+        case .tlsRefusals: body(tlsRefusals)
         }
     }
 

@@ -61,6 +61,8 @@ public enum TransportError: Error, Hashable, CustomStringConvertible {
     case unresolvable(String, String)
     /// The cluster secret is shorter than the minimum (bytes, minimum).
     case secretTooShort(Int, minimum: Int)
+    /// The TLS certificate, key or CA could not be loaded: which files, why.
+    case tlsCredentials(String)
 
     public var description: String {
         switch self {
@@ -69,6 +71,7 @@ public enum TransportError: Error, Hashable, CustomStringConvertible {
         case .invalidAddress(let a): "'\(a)' is not an IPv4 address and port"
         case .bindFailed(let a, let why): "cannot listen on \(a): \(why)"
         case .unresolvable(let host, let why): "cannot resolve '\(host)': \(why)"
+        case .tlsCredentials(let why): why
         }
     }
 }

@@ -138,7 +138,8 @@ package final class TLSSession {
 
     /// Ciphertext read from the socket. Returns the plaintext it completes
     /// (possibly none: a partial record, or handshake messages, whose
-    /// answers are then in `takeCiphertext()`).
+    /// answers are then in `takeCiphertext()`). Plaintext followed by the
+    /// peer's close_notify is returned, and `failure` is then `.closed`.
     package func receive(_ ciphertext: UnsafeRawBufferPointer) throws(TLSError) -> [UInt8] {
         if let failure { throw failure }
         var plaintext: [UInt8] = []
@@ -155,7 +156,7 @@ package final class TLSSession {
             }
             if !isHandshakeComplete { try advance() }
             if isHandshakeComplete { try decrypt(into: &plaintext) }
-        } while offset < ciphertext.count
+        } while offset < ciphertext.count && failure == nil
         return plaintext
     }
 
@@ -250,7 +251,14 @@ package final class TLSSession {
                 continue
             }
             if SSL_get_error(ssl, rc) == SSL_ERROR_WANT_READ { return }
-            throw fail(classify(rc))
+            let error = classify(rc)
+            // The peer's last records and its close_notify often arrive in
+            // one read: hand out the records, and throw `.closed` next time.
+            if error == .closed, !plaintext.isEmpty {
+                _ = fail(error)
+                return
+            }
+            throw fail(error)
         }
     }
 

@@ -28,6 +28,8 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         var handshakeTimeout: Duration = .seconds(5)
         var reconnectBackoffMin: Duration = .milliseconds(100)
         var reconnectBackoffMax: Duration = .seconds(5)
+        /// TLS on every connection (see `TLSPolicy`); nil: none, as before.
+        package var tls: TLSPolicy?
 
         package init() {}
     }
@@ -60,6 +62,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         OscarLog.shared.warning($0)
     }
     private(set) lazy var handshakeFailures = ThrottledLog(loop: ioLoop, what: "failed handshakes") {
+        OscarLog.shared.warning($0)
+    }
+    private(set) lazy var tlsRefusals = ThrottledLog(loop: ioLoop, what: "TLS refusals") {
         OscarLog.shared.warning($0)
     }
     private(set) lazy var droppedReplies = ThrottledLog(loop: ioLoop, what: "replies dropped") {

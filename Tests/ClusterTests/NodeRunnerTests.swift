@@ -63,6 +63,13 @@ final class Ponger: Reactor {
         (["--port", "0"], "needs the cluster secret"),
         (["--port", "0", "--secret", "short"], "at least 16"),
         (["--port", "0", "--secret", "a-long-cluster-secret", "--config", "/nonexistent/oscar.json"], "cannot read"),
+        (["--port", "0", "--secret", "a-long-cluster-secret", "--tls-cert", "/nonexistent/a.pem"], "together"),
+        (
+            [
+                "--port", "0", "--secret", "a-long-cluster-secret", "--tls-cert", "/nonexistent/a.pem", "--tls-key",
+                "/nonexistent/a.key", "--tls-ca", "/nonexistent/ca.pem",
+            ], "cannot read '/nonexistent/a.pem'"
+        ),
     ])
     func aCommandLineThatCannotWorkIsStatus64WithoutStarting(arguments: [String], reason: String) async throws {
         let runner = ClusterNode.Runner(name: "test-node", arguments: arguments, environment: [:]) { _ in }
@@ -73,7 +80,8 @@ final class Ponger: Reactor {
             let parsed = try NodeArguments(arguments)
             let file = try parsed.config.map { path in (path, try ProcessControl.readFile(path, atMost: 1 << 20)) }
             let resolved = try NodeConfiguration.resolve(flags: parsed.settings, environment: [:], file: file)
-            _ = try NodeSecret.forNode(resolved)
+            let secret = try NodeSecret.forNode(resolved)
+            _ = try resolved.configuration.clusterSettings(secret: secret).tls?.load()
         } catch {
             words = "\(error)"
         }

@@ -126,17 +126,3 @@ import Testing
         #expect(UTCTime.text(1_700_000_000) == "2023-11-14 22:13:20 UTC")
     }
 }
-
-/// A fresh directory under the system's temporary one, removed on release.
-final class TemporaryDirectory {
-    let path: String
-
-    init(_ tag: String) throws {
-        path =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("oscar-\(tag)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}

@@ -93,6 +93,26 @@ import Testing
         #expect(Self.failure(file: #"{"roles": ["ok", "n\u0001"]}"#)?.key == "roles")
     }
 
+    /// The three TLS files go together; every source names them the same.
+    @Test func tlsTakesItsThreeFilesTogetherAndThePlaintextSwitch() throws {
+        let r = try NodeConfiguration.resolve(
+            flags: ["tls-cert": "a.pem"], environment: ["OSCAR_TLS_KEY": "a.key", "OSCAR_TLS_PLAINTEXT": "accept"],
+            file: (path: "node.json", text: #"{"tls-ca": "ca.pem"}"#))
+        #expect(r.sources["tls-cert"] == .flag && r.sources["tls-key"] == .environment && r.sources["tls-ca"] == .file)
+        let tls = try #require(r.configuration.clusterSettings(secret: "s").tls)
+        #expect(tls.certificateFile == "a.pem" && tls.privateKeyFile == "a.key" && tls.caFile == "ca.pem")
+        #expect(tls.acceptsPlaintext)
+        #expect(r.printed.contains("tls-plaintext = accept  (environment)"))
+
+        let none = try NodeConfiguration.resolve(flags: [:], environment: [:])
+        #expect(none.configuration.clusterSettings(secret: "s").tls == nil)
+        #expect(none.configuration.tlsPlaintext == .refuse)
+        #expect(Self.failureOf(flags: ["tls-cert": "a.pem", "tls-ca": "ca.pem"])?.key == "tls-key")
+        #expect(Self.failureOf(flags: ["tls-ca": "ca.pem"])?.key == "tls-cert")
+        #expect(Self.failureOf(flags: ["tls-plaintext": "maybe"])?.reason == "must be refuse or accept, not 'maybe'")
+        #expect(Self.failureOf(flags: ["tls-key": ""])?.key == "tls-key")
+    }
+
     static func failureOf(flags: [String: String]) -> ConfigurationError? {
         do {
             _ = try NodeConfiguration.resolve(flags: flags, environment: [:])

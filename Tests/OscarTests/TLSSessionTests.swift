@@ -1,5 +1,6 @@
 import Foundation
 import Oscar
+import OscarTestSupport
 import Testing
 
 @testable import OscarRemote

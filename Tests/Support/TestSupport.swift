@@ -86,3 +86,17 @@ public func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) 
         Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }
+
+/// A fresh directory under the system's temporary one, removed on release.
+public final class TemporaryDirectory {
+    public let path: String
+
+    public init(_ tag: String) throws {
+        path =
+            FileManager.default.temporaryDirectory
+            .appendingPathComponent("oscar-\(tag)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
