@@ -26,8 +26,12 @@ if ! command -v erlc >/dev/null; then
   [ "$(id -u)" -eq 0 ] || sudo=sudo
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends erlang-nox >&2
 fi
-swift build >&2
-oscar=$(swift build --show-bin-path)/oscar
+# The oscar binary, for `oscar certs` (OSCAR_BIN, else a debug build).
+oscar=${OSCAR_BIN:-}
+if [ -z "$oscar" ]; then
+  swift build >&2
+  oscar=$(swift build --show-bin-path)/oscar
+fi
 
 work=$(mktemp -d /tmp/oscar-erlang-tls.XXXXXX)
 epmd_pid=""
@@ -40,7 +44,11 @@ trap cleanup EXIT
 
 erlc -o "$work" Cluster/bench/erlang/oscar_peer.erl
 "$oscar" certs init --dir "$work/certs" >&2
-for node in a b; do "$oscar" certs issue --dir "$work/certs" --name "$node" --host 127.0.0.1 >&2; done
+# Erlang's TLS distribution checks the certificate against the host part of
+# the node name as a DNS name (an IP SAN does not match "127.0.0.1"), so the
+# nodes are a@localhost and b@localhost (short names) and their certificates
+# name localhost; the listen and connect addresses stay on 127.0.0.1.
+for node in a b; do "$oscar" certs issue --dir "$work/certs" --name "$node" --host localhost >&2; done
 # Each node's TLS options, both roles: its certificate, the CA, the peer's
 # certificate verified and required, TLS 1.3 only (as Oscar's).
 for node in a b; do
@@ -54,7 +62,7 @@ epmd_pid=$!
 
 # node_flags NODE DIST: the flags of one node (a, the client; b, the server).
 node_flags() {
-  local flags=(-name "$1@127.0.0.1" -noshell -setcookie "oscar-bench-$$" -pa "$work"
+  local flags=(-sname "$1@localhost" -noshell -setcookie "oscar-bench-$$" -pa "$work"
     -kernel inet_dist_use_interface "{127,0,0,1}" inet_dist_listen_min 43800 inet_dist_listen_max 43899)
   if [ "$2" = tls ]; then flags+=(-proto_dist inet_tls -ssl_dist_optfile "$work/$1.conf"); fi
   printf '%s\n' "${flags[@]}"
@@ -70,8 +78,8 @@ for run in $(seq 1 "$RUNS"); do
       timeout -k 5 300 erl "${server[@]}" -eval 'oscar_peer:serve()' > "$work/server.out" 2>&1 &
       server_pid=$!
       for _ in $(seq 1 100); do grep -q READY "$work/server.out" && break; sleep 0.1; done
-      timeout -k 5 300 erl "${client[@]}" -eval "oscar_peer:measure($w, 'b@127.0.0.1')" > "$work/client.out" 2>&1 ||
-        { echo "[erlang-tls] $dist $w failed: $(tail -3 "$work/client.out")" >&2; }
+      timeout -k 5 300 erl "${client[@]}" -eval "oscar_peer:measure($w, 'b@localhost')" > "$work/client.out" 2>&1 ||
+        { echo "[erlang-tls] $dist $w failed: $(tail -3 "$work/client.out")" >&2; kill "$server_pid" 2>/dev/null || true; }
       awk -v name="erlang_$dist" '$1 == "RESULT" { print name, $2, $3, $4 }' "$work/client.out" >> "$raw"
       wait "$server_pid" 2>/dev/null || true
     done
