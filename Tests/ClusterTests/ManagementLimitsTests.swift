@@ -225,10 +225,11 @@ final class ManagementClient: @unchecked Sendable {
         let sent = try await offThePool { try post(bodyBytes: limits.maxBodyBytes + 1, sendBody: true) }
         #expect(ManagementClient.status(sent.text) == 413, "\(sent.text)")
         #expect(sent.end == .closed, "\(sent.end)")
-        // At the limit the body is read and routed: this node has no POST
-        // route (no fault injection installed), so 405.
+        // At the limit the body is read, then judged: it is not signed, so
+        // 401, which names the signature (a refusal from the head would not).
         let atLimit = try await offThePool { try post(bodyBytes: limits.maxBodyBytes, sendBody: true) }
-        #expect(ManagementClient.status(atLimit.text) == 405, "\(atLimit.text)")
+        #expect(ManagementClient.status(atLimit.text) == 401, "\(atLimit.text)")
+        #expect(atLimit.text.contains("unsigned request"), "\(atLimit.text)")
         #expect(try await Self.health(port: port) == 200)
     }
 

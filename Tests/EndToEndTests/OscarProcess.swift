@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 
 /// The `oscar` executable built next to this test bundle.
@@ -12,10 +13,45 @@ enum OscarBinary {
 }
 
 /// Output a process wrote, collected as it arrives.
+///
+/// Read by a thread of its own with blocking reads, not by a FileHandle
+/// `readabilityHandler`: those are Dispatch sources, and with many pipes
+/// open at once libdispatch crashed the whole test process in
+/// `_dispatch_event_loop_drain` (swift-corelibs-foundation issue 3276; seen
+/// here twice, while suites started processes side by side).
 final class Output: Sendable {
     private let text = Mutex("")
-    func append(_ data: Data) { text.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+    private let ended = Mutex(false)
+    func append(_ bytes: ArraySlice<UInt8>) { text.withLock { $0 += String(decoding: bytes, as: UTF8.self) } }
     var value: String { text.withLock { $0 } }
+    /// Whether the reader saw the end of the stream.
+    var isComplete: Bool { ended.withLock { $0 } }
+
+    /// Reads `handle` to its end on a new thread. The thread reads its own
+    /// duplicate of the descriptor and closes it at the end, so the pipe's
+    /// handle closing meanwhile cannot hand it a reused descriptor.
+    func collect(from handle: FileHandle) {
+        let fd = dup(handle.fileDescriptor)
+        guard fd >= 0 else {
+            ended.withLock { $0 = true }
+            return
+        }
+        Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n > 0 {
+                    append(buffer[..<n])
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            close(fd)
+            ended.withLock { $0 = true }
+        }.start()
+    }
 }
 
 /// A running `oscar` process, killed (if still running) when released.
@@ -47,12 +83,11 @@ final class OscarProcess {
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.standardOutput = outPipe
         process.standardError = errPipe
-        let (so, se) = (stdout, stderr)
-        outPipe.fileHandleForReading.readabilityHandler = { so.append($0.availableData) }
-        errPipe.fileHandleForReading.readabilityHandler = { se.append($0.availableData) }
         // One launch at a time: concurrent Process.run() calls from parallel
         // suites crashed inside Foundation (a bad memcpy while launching).
         try Self.launchLock.withLock { _ in try process.run() }
+        stdout.collect(from: outPipe.fileHandleForReading)
+        stderr.collect(from: errPipe.fileHandleForReading)
     }
 
     private static let launchLock = Mutex(())
@@ -90,16 +125,17 @@ final class OscarProcess {
         // Still running (or its exit not seen): report it rather than read a
         // status Foundation does not have yet, which traps.
         guard !p.process.isRunning else { return (-1, p.stdout.value, p.stderr.value + "\n(did not exit)") }
-        p.drain()
+        await p.drain()
         return (p.process.terminationStatus, p.stdout.value, p.stderr.value)
     }
 
-    /// After exit: stops the handlers and reads what is left up to EOF, so
-    /// no output is lost to a handler that has not run yet.
-    func drain() {
-        for (pipe, output) in [(outPipe, stdout), (errPipe, stderr)] {
-            pipe.fileHandleForReading.readabilityHandler = nil
-            output.append(pipe.fileHandleForReading.readDataToEndOfFile())
+    /// After exit: waits (at most 10 s) until both readers reached the end
+    /// of their streams, so no output is lost.
+    func drain() async {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        while !(stdout.isComplete && stderr.isComplete), clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
         }
     }
 

@@ -138,7 +138,7 @@ import Testing
             let exited = await nodes[p]!.exited(within: deadline - clock.now)
             #expect(exited, "minority node \(p) is still running: \(nodes[p]!.stderr.value.suffix(2000))")
             if exited {
-                nodes[p]!.drain()
+                await nodes[p]!.drain()
                 let output = nodes[p]!.stdout.value + nodes[p]!.stderr.value
                 #expect(
                     output.contains("leaving the cluster"), "\(p) ended without being downed: \(output.suffix(2000))")
