@@ -79,7 +79,7 @@ func depositAcrossNodes(secret: String) async throws -> Int {
 }
 // ARTICLE-CLUSTER-END
 
-@Suite(.timeLimit(.minutes(2))) struct GettingStartedArticleTests {
+@Suite(.timeLimit(.minutes(4))) struct GettingStartedArticleTests {
     @Test func theLocalExampleAuditsTheWalletAfterBothDeposits() async throws {
         #expect(try await auditOneWallet() == "/user/wallet holds 42")
     }

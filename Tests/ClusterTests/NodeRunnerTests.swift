@@ -15,7 +15,7 @@ final class Ponger: Reactor {
 
 /// The node runner in this process: settings from flags and variables, the
 /// application's actors and start-up hook, a graceful leave ending `run`.
-@Suite(.timeLimit(.minutes(2))) struct NodeRunnerTests {
+@Suite(.timeLimit(.minutes(4))) struct NodeRunnerTests {
     static let secret = "a-long-cluster-secret"
 
     @Test func aRunnerStartsTheApplicationsActorsAndReturnsZeroAfterALeave() async throws {
@@ -30,7 +30,7 @@ final class Ponger: Reactor {
         }
         runner.handlesSignals = false
         let run = Task { await runner.run() }
-        #expect(await eventually(timeout: .seconds(20)) { node.withLock { $0 } != nil })
+        #expect(await eventually(timeout: .seconds(120)) { node.withLock { $0 } != nil })
         let started = try #require(node.withLock { $0 })
         #expect(started.managementPort != nil, "--http-port 0 serves the management endpoint")
         #expect(OscarLog.shared.level == .warning, "OSCAR_LOG_LEVEL applies")

@@ -3,7 +3,7 @@ import Testing
 
 /// `oscar node --config FILE` reads at most `NodeConfiguration.maxFileSize`
 /// (1 MiB) of the file: one that never ends is refused, not read for ever.
-@Suite(.timeLimit(.minutes(2))) struct ConfigFileLimitTests {
+@Suite(.timeLimit(.minutes(4))) struct ConfigFileLimitTests {
     @Test func aConfigFileThatNeverEndsIsRefusedAtTheLimit() async throws {
         let endless = try await OscarProcess.run(
             ["node", "--config", "/dev/zero", "--check-config"], timeout: .seconds(30))

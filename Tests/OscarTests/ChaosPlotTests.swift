@@ -8,7 +8,7 @@ import Testing
 /// The chaos report's pictures and page, drawn from seeded random histories:
 /// every ask is drawn once where it belongs, nothing leaves the picture, no
 /// two texts overlap, and the page escapes what the checks found.
-@Suite(.timeLimit(.minutes(1))) struct ChaosPlotTests {
+@Suite(.timeLimit(.minutes(4))) struct ChaosPlotTests {
     static let s: UInt64 = 1_000_000_000
     static let seeds: [UInt64] = Array(1...10)
 
