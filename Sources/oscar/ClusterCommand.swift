@@ -26,6 +26,9 @@ enum ClusterCommand {
         /// given after the node settings; nil: `oscar node` and its demo actors.
         var exec: String?
         var execArguments: [String]?
+        /// Started with `--tls`: the nodes and the CLI present certificates
+        /// from `DIR/tls` (nil in a directory written before TLS: false).
+        var tls: Bool?
 
         func address(_ node: Node) -> NodeAddress { NodeAddress(host: host, port: node.port) }
     }
@@ -62,6 +65,7 @@ enum ClusterCommand {
         }
         let timeout = try NetworkCommands.duration(args.option("timeout") ?? "30s", option: "timeout")
         let supervised = !args.has("no-supervise")
+        let tls = args.has("tls")
         let exec = try args.option("exec").map(executablePath)
         // After `--`: the application's own arguments (else the cluster file's).
         let typed = Array(args.positionals.dropFirst())
@@ -100,7 +104,8 @@ enum ClusterCommand {
         }
         var state = State(
             host: "127.0.0.1", httpBasePort: httpBase, supervised: supervised, nodes: [], exec: exec,
-            execArguments: execArguments)
+            execArguments: execArguments, tls: tls)
+        if tls { try ClusterTLS.create(inClusterDirectory: dir, host: state.host) }
         let seed = NodeAddress(host: state.host, port: basePort)
         for i in 0..<count {
             let port = basePort + i
@@ -135,6 +140,9 @@ enum ClusterCommand {
         var arguments = ["--port", "\(port)", "--bind-host", state.host, "--loops", "1"]
         if !seeds.isEmpty { arguments += ["--seeds", seeds.map(\.description).joined(separator: ",")] }
         if let httpPort { arguments += ["--http-port", "\(httpPort)"] }
+        if state.tls == true {
+            arguments += try ClusterTLS.nodeArguments(inClusterDirectory: dir, port: port, host: state.host)
+        }
         let own = state.execArguments.map { $0.isEmpty ? [] : ["--"] + $0 } ?? []
         let command: [String]
         if state.supervised == true {
@@ -367,11 +375,7 @@ enum ClusterCommand {
             let secret = try ClusterSecret.read(
                 file: ClusterSecret.file(inClusterDirectory: dir), from: "the cluster directory")
             OscarLog.shared.level = .off
-            do {
-                node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
-            } catch {
-                throw .failed("\(error)")
-            }
+            node = try ClusterTLS.clientNode(secret: secret, tls: ClusterTLS.cli(inClusterDirectory: dir))
         }
     }
 

@@ -21,7 +21,7 @@ enum ClusterFile {
     static let textKeys: Set<String> = ["timeout", "dir", "secret-file", "exec"]
     static let pathKeys: Set<String> = ["dir", "secret-file", "exec"]
     /// Keys whose value is true or false: the `--switch`es.
-    static let switchKeys: Set<String> = ["no-supervise"]
+    static let switchKeys: Set<String> = ["no-supervise", "tls"]
 
     /// What a file says, as the command line would have said it.
     struct Contents: Equatable {

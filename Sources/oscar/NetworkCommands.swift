@@ -127,13 +127,10 @@ enum NetworkCommands {
         }
         let target = try nodeAddress(args.option("node") ?? local ?? "127.0.0.1:7000", option: "node")
         let secret = try secret(&args)
+        let tls = try ClusterTLS.client(&args, dir: clusterDirectory(&args))
         try args.rejectUnknownOptions()
         OscarLog.shared.level = .off
-        do {
-            return (try ClusterNode(settings: .init(secret: secret, loopCount: 1)), target)
-        } catch {
-            throw .failed("\(error)")
-        }
+        return (try ClusterTLS.clientNode(secret: secret, tls: tls), target)
     }
 
     // MARK: - oscar tell / ask
@@ -162,15 +159,11 @@ enum NetworkCommands {
         }
         let timeout = try duration(args.option("timeout") ?? "5s", option: "timeout")
         let secret = try secret(&args)
+        let tls = try ClusterTLS.client(&args, dir: clusterDirectory(&args))
         try args.rejectUnknownOptions()
         // A one-shot client: its own connection events are not news.
         OscarLog.shared.level = .off
-        let node: ClusterNode
-        do {
-            node = try ClusterNode(settings: .init(secret: secret, loopCount: 1))
-        } catch {
-            throw .failed("\(error)")
-        }
+        let node = try ClusterTLS.clientNode(secret: secret, tls: tls)
         return Target(
             ref: node.system.ref(for: address), node: node, manifest: manifest, value: value, timeout: timeout)
     }

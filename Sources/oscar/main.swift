@@ -11,7 +11,7 @@ let usage = """
 
     USAGE
       oscar cluster up [--nodes 3] [--base-port 7000] [--http-base-port P] [--dir .oscar/cluster]
-                       [--timeout 30s] [--no-supervise] [--secret-file F | --secret S]
+                       [--timeout 30s] [--no-supervise] [--secret-file F | --secret S] [--tls]
                        [--exec PATH [-- ARGS...]] [--file oscar-cluster.json]
                                       start a local cluster of N node processes in the background,
                                       each under 'oscar node --supervise' (pid and log of each in
@@ -23,7 +23,10 @@ let usage = """
                                       --file: these options as one JSON object ("nodes", "exec",
                                       "arguments": [...], ...; paths relative to the file), which
                                       flags override. --file F also names the cluster for the other
-                                      cluster commands, ask, tell, members, leave and down
+                                      cluster commands, ask, tell, members, leave and down.
+                                      --tls: a new CA and certificates in DIR/tls, one per node and
+                                      one for the CLI, and a cluster that speaks only TLS 1.3; the
+                                      CLI's commands given --dir or --file use the CLI's certificate
       oscar cluster status [--dir D]  the member table with each node's restarts, and nodes whose
                                       process is gone
       oscar cluster down [--grace 15s] [--dir D]
@@ -61,7 +64,10 @@ let usage = """
                                       oscar ask oscar://127.0.0.1:7000/user/greeter .greet '["Ada"]'
       oscar tell URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D | --file F]
                                       tell an actor; waits until it has handled the message, and
-                                      fails as ask does when it cannot (such as an unknown type)
+                                      fails as ask does when it cannot (such as an unknown type).
+                                      members, leave, down, ask and tell speak TLS with
+                                      --tls-cert F --tls-key F --tls-ca F, or with the CLI
+                                      certificate of a cluster 'cluster up --tls' made (--dir/--file)
       oscar secret                    print a new random cluster secret (32 bytes, as hex)
       oscar certs init --dir D [--days 3650] [--force]
                                       make a cluster CA for TLS: D/ca.pem and D/ca.key (EC P-256,

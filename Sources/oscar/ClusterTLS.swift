@@ -1,0 +1,83 @@
+import Oscar
+
+/// The certificates of a local TLS cluster (`oscar cluster up --tls`), in
+/// `DIR/tls`: the CA, one certificate per node (`node-PORT`) and one for
+/// the CLI's own connections (`cli`), each naming 127.0.0.1. And the TLS
+/// settings a CLI command talks to a cluster with.
+enum ClusterTLS {
+    static func directory(inClusterDirectory dir: String) -> CertificateDirectory {
+        CertificateDirectory("\(dir)/tls")
+    }
+
+    /// The name of node `port`'s certificate.
+    static func nodeName(_ port: Int) -> String { "node-\(port)" }
+
+    /// A new CA in `DIR/tls` (an earlier one is replaced: a new cluster),
+    /// and the CLI's certificate for `host`.
+    static func create(inClusterDirectory dir: String, host: String) throws(CLIError) {
+        let certs = directory(inClusterDirectory: dir)
+        do {
+            try certs.createAuthority(force: true)
+            try certs.issue(name: "cli", hosts: [host], force: true)
+        } catch {
+            throw .failed("cannot make the cluster's certificates in \(certs.path): \(error)")
+        }
+    }
+
+    /// Node `port`'s certificate for `host`, issued now, and the node
+    /// settings that present it.
+    static func nodeArguments(inClusterDirectory dir: String, port: Int, host: String) throws(CLIError) -> [String] {
+        let certs = directory(inClusterDirectory: dir)
+        let name = nodeName(port)
+        do {
+            try certs.issue(name: name, hosts: [host], force: true)
+        } catch {
+            throw .failed("cannot issue \(name)'s certificate in \(certs.path): \(error)")
+        }
+        return [
+            "--tls-cert", absolute(certs.certificate(of: name)), "--tls-key", absolute(certs.key(of: name)),
+            "--tls-ca", absolute(certs.caCertificate),
+        ]
+    }
+
+    /// The TLS of a client command: `--tls-cert`, `--tls-key` and `--tls-ca`
+    /// (all three), else the CLI certificate of the cluster directory `dir`
+    /// (the default one when nil) when `oscar cluster up --tls` made one,
+    /// else none (plaintext).
+    static func client(_ args: inout Arguments, dir: String?) throws(CLIError) -> ClusterNode.Settings.TLS? {
+        let given = (args.option("tls-cert"), args.option("tls-key"), args.option("tls-ca"))
+        switch given {
+        case (let cert?, let key?, let ca?):
+            return .init(certificateFile: cert, privateKeyFile: key, caFile: ca)
+        case (nil, nil, nil):
+            // As for the secret: the default cluster directory when none is named.
+            return cli(inClusterDirectory: dir ?? ClusterSecret.defaultClusterDirectory)
+        default:
+            throw .usage("give --tls-cert, --tls-key and --tls-ca together")
+        }
+    }
+
+    /// The CLI certificate of the cluster in `dir`, when `oscar cluster up
+    /// --tls` started it (its `cluster.json` says so: certificates left by
+    /// an earlier TLS cluster in the directory do not count).
+    static func cli(inClusterDirectory dir: String) -> ClusterNode.Settings.TLS? {
+        guard ClusterCommand.readState(dir)?.tls == true else { return nil }
+        let certs = directory(inClusterDirectory: dir)
+        return .init(
+            certificateFile: certs.certificate(of: "cli"), privateKeyFile: certs.key(of: "cli"),
+            caFile: certs.caCertificate)
+    }
+
+    /// A one-shot client node: plaintext, or TLS with `tls`.
+    static func clientNode(secret: String, tls: ClusterNode.Settings.TLS?) throws(CLIError) -> ClusterNode {
+        var settings = ClusterNode.Settings(secret: secret, loopCount: 1)
+        settings.tls = tls
+        do {
+            return try ClusterNode(settings: settings)
+        } catch {
+            throw .failed("\(error)")
+        }
+    }
+
+    private static func absolute(_ path: String) -> String { ClusterCommand.absolute(path) }
+}
