@@ -121,8 +121,10 @@ enum NetworkCommands {
     /// A one-shot, silent client node and the `--node` it talks to.
     static func clusterClient(_ args: inout Arguments) throws(CLIError) -> (ClusterNode, NodeAddress) {
         // The node asked: --node, else the first node of the cluster that
-        // --dir (or --file) names, else 127.0.0.1:7000.
-        let local = try clusterDirectory(&args).flatMap(ClusterCommand.readState).flatMap { state in
+        // --dir (or --file) names, or of the default cluster directory's,
+        // else 127.0.0.1:7000.
+        let dir = try clusterDirectory(&args) ?? ClusterSecret.defaultClusterDirectory
+        let local = ClusterCommand.readState(dir).flatMap { state in
             state.nodes.first.map { state.address($0).description }
         }
         let target = try nodeAddress(args.option("node") ?? local ?? "127.0.0.1:7000", option: "node")
