@@ -41,6 +41,10 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
         var held: [Held] = []
         var proxyHeld: [Held] = []
         var clusterAware = false
+        /// The system is shutting down: no instance starts again here. A
+        /// view published while the node stops (its connections closing)
+        /// could otherwise start a fresh instance beside the one stopping.
+        var retired = false
     }
 
     /// A message held for later: replayed through `deliver`.
@@ -116,7 +120,7 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
     private func activateIfOldest() {
         guard let system else { return }
         let (cell, held): (ActorCell?, [Held]) = state.withLock { s in
-            guard s.active == nil else { return (nil, []) }
+            guard s.active == nil, !s.retired else { return (nil, []) }
             let me = node.uid
             if s.clusterAware, !SingletonPlacement.mayHost(me, in: s.view) { return (nil, []) }
             let cell = ActorCell(
@@ -248,7 +252,10 @@ package final class ClusterSingleton: SystemPart, @unchecked Sendable {
         }
     }
 
-    package func stop() { deactivate() }
+    package func stop() {
+        state.withLock { $0.retired = true }
+        deactivate()
+    }
 }
 
 extension ClusterSingleton.Held {
