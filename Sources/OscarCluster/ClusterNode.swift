@@ -112,7 +112,8 @@ public final class ClusterNode: Sendable {
         public var identityHost: String { advertisedHost ?? host }
 
         /// The PEM files of a node's TLS identity and the cluster CA (what
-        /// `oscar certs` writes), read once when the node starts.
+        /// `oscar certs` writes), read when the node starts and again by
+        /// `ClusterNode.reloadTLS` (SIGUSR1 to a node runner).
         public struct TLS: Sendable {
             /// This node's certificate (its chain, leaf first). It must name,
             /// as SANs, every host peers reach this node at, the advertised
