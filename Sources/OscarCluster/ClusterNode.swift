@@ -112,7 +112,8 @@ public final class ClusterNode: Sendable {
         public var identityHost: String { advertisedHost ?? host }
 
         /// The PEM files of a node's TLS identity and the cluster CA (what
-        /// `oscar certs` writes), read once when the node starts.
+        /// `oscar certs` writes), read when the node starts and again by
+        /// `ClusterNode.reloadTLS` (SIGUSR1 to a node runner).
         public struct TLS: Sendable {
             /// This node's certificate (its chain, leaf first). It must name,
             /// as SANs, every host peers reach this node at, the advertised
@@ -141,6 +142,12 @@ public final class ClusterNode: Sendable {
             /// Reads the files (once per start), or says which and why not.
             package func load() throws(TransportError) -> TLSCredentials {
                 if let loaded { return loaded }
+                return try read()
+            }
+
+            /// Reads the files now, even when they were read before (a
+            /// reload). Reads the disk: call it off the loop.
+            package func read() throws(TransportError) -> TLSCredentials {
                 do {
                     return try TLSCredentials(
                         files: .init(certificateChain: certificateFile, privateKey: privateKeyFile, trustedCA: caFile))
@@ -197,6 +204,10 @@ public final class ClusterNode: Sendable {
     }
     let stats: NodeStats
     private let http = Mutex<HTTPServer?>(nil)
+    /// The network side; `reloadTLS` swaps its credentials.
+    let transport: Transport
+    /// Where this node's TLS identity is read from; nil without TLS.
+    let tlsFiles: Settings.TLS?
 
     /// The management endpoint's port, when it was asked for.
     public var managementPort: Int? { http.withLock { $0?.port } }
@@ -232,6 +243,8 @@ public final class ClusterNode: Sendable {
             system: system, secret: settings.secret, settings: transportSettings, stats: stats,
             frameFilter: settings.frameFilter)
         frameFilter = settings.frameFilter
+        self.transport = transport
+        tlsFiles = settings.tls
         system.attach(transport)
         try transport.listen(fd: fd)
         let (me, hub, stats) = (system.node, self.hub, self.stats)

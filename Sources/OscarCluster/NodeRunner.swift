@@ -23,7 +23,8 @@ extension ClusterNode {
     /// is set, logs at `log-level` to standard error, and line-buffers
     /// standard output so a supervisor or a log sees each line at once.
     /// SIGINT, SIGTERM and SIGHUP make the node leave the cluster gracefully
-    /// (bounded by `leaveBound`); the process then exits. Started by `oscar
+    /// (bounded by `leaveBound`); the process then exits. SIGUSR1 reloads the
+    /// TLS certificate, key and CA files (`reloadTLS`). Started by `oscar
     /// cluster up --exec`, it dies with its supervisor.
     ///
     /// Exit status: 0 after a graceful leave or when the cluster removed the
@@ -44,8 +45,9 @@ extension ClusterNode {
         /// Lines printed after the first, "NAME listening on oscar://…": say
         /// what the node hosts.
         public var banner: [String] = []
-        /// Whether SIGINT, SIGTERM and SIGHUP start a graceful leave. Off for a
-        /// runner inside a process that handles its own signals (a test).
+        /// Whether SIGINT, SIGTERM and SIGHUP start a graceful leave (and
+        /// SIGUSR1 reloads the TLS files). Off for a runner inside a process
+        /// that handles its own signals (a test).
         public var handlesSignals = true
         /// The longest a graceful leave may take before the node stops anyway.
         public var leaveBound = Duration.seconds(10)
@@ -168,6 +170,8 @@ extension ClusterNode {
             }
             if handlesSignals {
                 ProcessControl.onSignals([SIGINT, SIGTERM, SIGHUP]) { wake.yield(.signal($0)) }
+                // On a dispatch queue, off the node's loops: the reload reads files.
+                ProcessControl.onSignals([SIGUSR1]) { _ in reloadTLS(node) }
             }
             do {
                 try await started(node)
@@ -196,6 +200,21 @@ extension ClusterNode {
             return 0
         }
 
+        /// SIGUSR1: new credentials for new connections, or the old ones kept.
+        private func reloadTLS(_ node: ClusterNode) {
+            guard let files = node.tlsFiles else {
+                return OscarLog.shared.warning("received SIGUSR1, but this node runs without TLS; nothing to reload")
+            }
+            do throws(TransportError) {
+                try node.reloadTLS()
+                OscarLog.shared.info(
+                    "reloaded TLS certificates from \(files.certificateFile), \(files.privateKeyFile) and \(files.caFile)"
+                )
+            } catch {
+                OscarLog.shared.error("TLS reload failed, keeping the current certificates: \(error)")
+            }
+        }
+
         private enum Wakeup: Equatable, Sendable { case signal(Int32), removed, timedOut }
 
         /// Flags, then `OSCAR_*`, then `--config` (or `OSCAR_CONFIG`), then defaults.
@@ -216,6 +235,8 @@ extension ClusterNode {
                 usage: \(name) [--SETTING VALUE]... [--config FILE] [--print-config] [--check-config] [-- ARGS]
                 Every setting is also an OSCAR_* variable and a key of the JSON --config file; flags win, then
                 variables, then the file. SIGINT, SIGTERM or SIGHUP: leave the cluster gracefully and exit 0.
+                SIGUSR1: read the tls-cert, tls-key and tls-ca files again; new connections use them, open ones
+                keep theirs (a bad file is logged and the current certificates stay).
 
                 settings:
                 """ + "\n" + rows.joined(separator: "\n")

@@ -282,9 +282,9 @@ package final class Connection: @unchecked Sendable {
     /// Starts this side's TLS session; its first flight (a client's hello)
     /// goes out at once.
     private func startTLS(_ role: TLSSession.Role) {
-        guard let policy = transport.settings.tls else { return }
+        guard let credentials = transport.currentTLSCredentials else { return }
         do throws(TLSError) {
-            tls = try TLSSession(credentials: policy.credentials, role: role)
+            tls = try TLSSession(credentials: credentials, role: role)
         } catch {
             return refuseTLS(error.description)
         }

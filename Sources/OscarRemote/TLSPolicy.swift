@@ -9,6 +9,8 @@
 /// PROTOCOL.md). The initiator always writes first in both protocols, so
 /// the acceptor can wait for that byte before it sends anything.
 package struct TLSPolicy: Sendable {
+    /// The credentials the node starts with; `Transport` holds the current
+    /// ones (a reload replaces them there).
     package var credentials: TLSCredentials
     /// A TLS node that also accepts plaintext, HMAC-only peers
     /// (`tls-plaintext=accept`): for switching a running cluster to TLS one

@@ -42,6 +42,12 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     package let stats: NodeStats
     /// The filter on every frame, when a test or chaos run installed one.
     package let frameFilter: (any FrameFilter)?
+    /// The credentials new TLS sessions are made from: `settings.tls`'s at
+    /// first, then whatever `replaceTLSCredentials` last set. Read on the
+    /// I/O loop when a connection starts TLS (dialled or accepted); a
+    /// session keeps the context it was made with, so a swap never touches
+    /// a live connection.
+    private let tlsCredentials: Mutex<TLSCredentials?>
     /// One per peer endpoint, for the life of the transport.
     private let associations = Mutex<[Endpoint: Association]>([:])
 
@@ -82,9 +88,21 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         self.stats = stats
         self.secret = Array(secret.utf8)
         self.settings = settings
+        self.tlsCredentials = Mutex(settings.tls?.credentials)
         self.frameFilter = frameFilter
         self.localNode = system.node
         self.ioLoop = system.loops.loops[0]
+    }
+
+    /// The credentials the next TLS session will be made from; nil without TLS.
+    package var currentTLSCredentials: TLSCredentials? { tlsCredentials.withLock { $0 } }
+
+    /// Makes every connection started from now on (dialled or accepted) use
+    /// `credentials`; those already running keep theirs. Ignored by a
+    /// transport without TLS (it never starts a session). Any thread.
+    package func replaceTLSCredentials(_ credentials: TLSCredentials) {
+        guard settings.tls != nil else { return }
+        tlsCredentials.withLock { $0 = credentials }
     }
 
     /// Starts accepting on an already bound socket; waits until the loop has it.

@@ -17,7 +17,9 @@ import Synchronization
 /// 1), so a node that cannot start does not flap for ever.
 ///
 /// SIGINT, SIGTERM and SIGHUP are forwarded to the node, which leaves the
-/// cluster gracefully; then the supervisor exits with the node's status. The
+/// cluster gracefully; then the supervisor exits with the node's status.
+/// SIGUSR1 is forwarded too (the node reloads its TLS files) and the
+/// supervisor keeps running. The
 /// node is killed if the supervisor dies (its parent-death signal), so it
 /// never runs on unsupervised. The node learns its restart count from
 /// `OSCAR_RESTARTS` and reports it in `/metrics`.
@@ -111,6 +113,10 @@ enum NodeSupervisor {
             if pid > 0 { kill(pid, signal) }
             var byte: UInt8 = 1
             _ = write(wakeWrite.load(ordering: .sequentiallyConsistent), &byte, 1)
+        }
+        ProcessControl.onSignals([SIGUSR1]) { signal in
+            let pid = child.load(ordering: .sequentiallyConsistent)
+            if pid > 0 { kill(pid, signal) }
         }
         return await withCheckedContinuation { continuation in
             ProcessControl.onOwnThread {

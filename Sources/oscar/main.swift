@@ -42,6 +42,8 @@ let usage = """
                                       run a node hosting the demo actors (echo, counter, kv): the
                                       library's node runner (ClusterNode.Runner) with the demo's;
                                       SIGINT/SIGTERM/SIGHUP: leave the cluster gracefully, then stop.
+                                      SIGUSR1: read the tls-cert/tls-key/tls-ca files again (new
+                                      connections use them; open ones keep theirs).
                                       Settings come from flags, then OSCAR_* variables, then
                                       --config (JSON), then defaults; see SETTINGS below.
                                       --supervise runs the node as a child and restarts it after a

@@ -4,7 +4,8 @@ import Testing
 /// `oscar node --supervise` with real processes: a node killed by a signal
 /// is started again as a new incarnation, its restart count reaches
 /// `/metrics`, and the supervisor's log names the signal; a node that cannot
-/// start is given up on; SIGHUP is a graceful leave, supervised or not.
+/// start is given up on; SIGHUP is a graceful leave, supervised or not;
+/// SIGUSR1 reloads a node's TLS files and ends nothing.
 @Suite(.serialized, .timeLimit(.minutes(8))) struct SupervisionCLITests {
     /// A temporary directory for one test.
     static func directory(_ name: String) throws -> String {
@@ -118,6 +119,40 @@ import Testing
         }
         let view = await ClusterCLITests.members(portA)
         #expect(left == true, "A still lists B: \(String(describing: view))")
+    }
+
+    @Test func sigusr1ReloadsTheTLSFilesOfASupervisedNodeAndABadFileKeepsItRunning() async throws {
+        let dir = try Self.directory("tls-reload")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try await OscarProcess.run(["certs", "init", "--dir", dir]).status == 0)
+        let issued = try await OscarProcess.run(["certs", "issue", "--dir", dir, "--name", "a", "--host", "127.0.0.1"])
+        #expect(issued.status == 0, "\(issued.stderr)")
+        let supervisor = try OscarProcess([
+            "node", "--port", "0", "--loops", "1", "--tls-cert", dir + "/a.pem", "--tls-key", dir + "/a.key",
+            "--tls-ca", dir + "/ca.pem", "--supervise",
+        ])
+        #expect(await supervisor.listeningPort() != nil, "\(supervisor.stderr.value)")
+        let log = supervisor.stderr
+
+        // Forwarded by the supervisor; the node reads the files again.
+        kill(supervisor.process.processIdentifier, SIGUSR1)
+        let reloaded = await waitUntil(timeout: .seconds(30)) {
+            log.value.contains("reloaded TLS certificates from \(dir)/a.pem") ? true : nil
+        }
+        #expect(reloaded == true, "\(supervisor.stderr.value)")
+
+        // A bad file is logged; the node keeps its certificates and runs on.
+        try "not a certificate".write(toFile: dir + "/a.pem", atomically: true, encoding: .utf8)
+        kill(supervisor.process.processIdentifier, SIGUSR1)
+        let refused = await waitUntil(timeout: .seconds(30)) {
+            log.value.contains("TLS reload failed, keeping the current certificates") ? true : nil
+        }
+        #expect(refused == true, "\(supervisor.stderr.value)")
+        #expect(supervisor.process.isRunning, "\(supervisor.stderr.value)")
+
+        kill(supervisor.process.processIdentifier, SIGTERM)
+        #expect(await supervisor.exited(within: .seconds(30)))
+        #expect(supervisor.process.terminationStatus == 0, "\(supervisor.stderr.value)")
     }
 }
 
