@@ -45,9 +45,14 @@ public enum RemoteBenchmark {
     }
 
     /// Runs node B until it is sent `Stop`. Calls `ready` with the port.
-    public static func serve(secret: String, port: Int = 0, spin: Duration, ready: (Int) -> Void) async throws {
+    /// With `tls`, the node speaks TLS 1.3 only (the `--tls` figures).
+    public static func serve(
+        secret: String, port: Int = 0, spin: Duration, tls: ClusterNode.Settings.TLS? = nil, ready: (Int) -> Void
+    ) async throws {
         let stopped = StopSignal()
-        let node = try ClusterNode(settings: .init(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)) {
+        var settings = ClusterNode.Settings(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)
+        settings.tls = tls
+        let node = try ClusterNode(settings: settings) {
             actors in
             actors.nodeSingleton("server") { Server(stop: { stopped.fire() }) }
         }
@@ -93,9 +98,12 @@ public enum RemoteBenchmark {
     /// Runs one workload against the server on `port` and returns its figures.
     /// With `distributed`, W2 and W3 call a distributed actor instead.
     public static func run(
-        _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false
+        _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false,
+        tls: ClusterNode.Settings.TLS? = nil
     ) async throws -> [BenchFigure] {
-        let node = try ClusterNode(settings: .init(secret: secret, loopCount: 1, spinBeforeBlock: spin))
+        var settings = ClusterNode.Settings(secret: secret, loopCount: 1, spinBeforeBlock: spin)
+        settings.tls = tls
+        let node = try ClusterNode(settings: settings)
         defer { node.shutdown() }
         let server = node.system.ref("oscar://127.0.0.1:\(port)/user/server")!
         let client = try node.system.spawn("client") { Client() }

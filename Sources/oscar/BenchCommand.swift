@@ -38,8 +38,9 @@ enum BenchCommand {
             guard api == "messages" || (api == "distributed" && workload != "w1") else {
                 throw .usage("--api is messages or (for w2 and w3) distributed, not '\(api)'")
             }
+            let tls = args.has("tls")
             try args.rejectUnknownOptions()
-            try await remote(workload, connectTo: port, spin: spin, distributed: api == "distributed")
+            try await remote(workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls)
         case "all":
             let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
@@ -59,10 +60,13 @@ enum BenchCommand {
         case "serve":
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
+            let tls = try ClusterTLS.client(&args, dir: nil)
             try args.rejectUnknownOptions()
             OscarLog.shared.level = .error  // node A leaving at the end is expected
             do {
-                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin) { print("PORT \($0)") }
+                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin, tls: tls) {
+                    print("PORT \($0)")
+                }
             } catch {
                 throw .failed("\(error)")
             }
@@ -107,13 +111,18 @@ enum BenchCommand {
 
     /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
     static func remote(
-        _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false
+        _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false, tls: Bool = false
     ) async throws(CLIError) {
         OscarLog.shared.level = .error
+        // With --tls: a CA and a certificate for each node in a fresh
+        // directory, made before the clock starts.
+        let certificates = tls ? try BenchCertificates() : nil
+        defer { certificates?.remove() }
         if port != 0 {
             try await report {
                 try await RemoteBenchmark.run(
-                    workload, port: port, secret: secret, spin: spin, distributed: distributed)
+                    workload, port: port, secret: secret, spin: spin, distributed: distributed,
+                    tls: certificates?.settings("a"))
             }
             return
         }
@@ -122,7 +131,8 @@ enum BenchCommand {
         if !FileManager.default.isExecutableFile(atPath: server.executableURL!.path) {
             server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         }
-        server.arguments = ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"]
+        server.arguments =
+            ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"] + (certificates?.arguments("b") ?? [])
         let out = Pipe()
         server.standardOutput = out
         do {
@@ -138,7 +148,8 @@ enum BenchCommand {
         let cpuBefore = ProcessStats.cpuSeconds
         do {
             let figures = try await RemoteBenchmark.run(
-                workload, port: p, secret: secret, spin: spin, distributed: distributed)
+                workload, port: p, secret: secret, spin: spin, distributed: distributed,
+                tls: certificates?.settings("a"))
             server.waitUntilExit()
             for figure in figures { print(figure) }
             let b = ProcessStats.children
@@ -160,5 +171,43 @@ enum BenchCommand {
             bytes.append(byte)
         }
         return nil
+    }
+}
+
+/// `oscar bench --tls`: a throwaway CA and node certificates (127.0.0.1)
+/// for the two benchmark nodes, removed afterwards.
+struct BenchCertificates {
+    let certs: CertificateDirectory
+
+    init() throws(CLIError) {
+        guard let dir = mkdtemp(strdup("/tmp/oscar-bench-tls.XXXXXX")).map({ String(cString: $0) }) else {
+            throw .failed("cannot make a directory for the benchmark's certificates")
+        }
+        certs = CertificateDirectory(dir)
+        do {
+            try certs.createAuthority()
+            for node in ["a", "b"] { try certs.issue(name: node, hosts: ["127.0.0.1"]) }
+        } catch {
+            throw .failed("cannot make the benchmark's certificates: \(error)")
+        }
+    }
+
+    func settings(_ node: String) -> ClusterNode.Settings.TLS {
+        .init(
+            certificateFile: certs.certificate(of: node), privateKeyFile: certs.key(of: node),
+            caFile: certs.caCertificate)
+    }
+
+    func arguments(_ node: String) -> [String] {
+        ["--tls-cert", certs.certificate(of: node), "--tls-key", certs.key(of: node), "--tls-ca", certs.caCertificate]
+    }
+
+    func remove() {
+        for file in [certs.caCertificate, certs.caKey]
+            + ["a", "b"].flatMap({ [certs.certificate(of: $0), certs.key(of: $0)] })
+        {
+            unlink(file)
+        }
+        rmdir(certs.path)
     }
 }

@@ -101,10 +101,11 @@ let usage = """
                                       ClusterNode.Runner.chaos (test kit), with its own workload
                                       and checks
       oscar demo                      start a local actor system and show a round trip
-      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed]
+      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed] [--tls]
                                       remote workloads W1-W3: this process is node A,
                                       node B a fresh child 'oscar bench serve'; W2 and W3
-                                      with --api distributed call a distributed actor
+                                      with --api distributed call a distributed actor; --tls:
+                                      both nodes speak TLS 1.3 (throwaway certificates)
       oscar bench w4 [--count N]      workload W4: local tell throughput
       oscar bench all                 W1-W4 once each
       oscar bench pool [--count 200000]
