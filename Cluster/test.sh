@@ -105,10 +105,13 @@ if [ "${OSCAR_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "     convergence in time; instrumented they would take minutes and fail on time, not on memory."
   echo "   - SplitBrainSearchTests: keeps both cores busy for half a minute (minutes instrumented), which"
   echo "     starves the timing bounds of every suite running beside it; it runs alone above."
+  echo "   - TLSReloadTests: TLS nodes that must form a cluster, then rotate certificates under load; beside"
+  echo "     every other instrumented suite their first view took over 60 s. The OpenSSL glue they drive"
+  echo "     (sessions, credentials and their reload) runs here in TLSSessionTests and TLSClusterTests."
   bounded "sanitizer build" 900 swift build --build-tests --sanitize=address --build-path .build-asan
   bounded "swift test under sanitizers" 600 env OSCAR_SANITIZER_RUN=1 \
     ASAN_OPTIONS="detect_leaks=1:suppressions=$PWD/Cluster/scripts/asan.supp" \
     LSAN_OPTIONS="suppressions=$PWD/Cluster/scripts/lsan.supp:print_suppressions=0" \
     swift test --skip-build --sanitize=address --build-path .build-asan --skip MembershipCLITests \
-    --skip SplitBrainProcessTests --skip ChaosRunTests --skip SplitBrainSearchTests
+    --skip SplitBrainProcessTests --skip ChaosRunTests --skip SplitBrainSearchTests --skip TLSReloadTests
 fi
