@@ -259,12 +259,13 @@ final class TimerActor: Reactor {
         let log = Record<TimerTick>()
         let violations = Record<String>()
         let actor = try system.spawn("timed") { TimerActor(log: log, violations: violations) }
-        _ = try await actor.ask(TimerOps(ops: [.single("a", id: 1, ms: 5), .single("fence", id: 2, ms: 60)]))
+        _ = try await actor.ask(
+            TimerOps(ops: [.single("a", id: 1, ms: 5), .single("fence", id: 2, ms: 60)]), timeout: .seconds(120))
         // Timers fire in deadline order on one loop: once the fence has
         // arrived, a second message of "a" would have too.
         #expect(await eventually { log.all.contains(TimerTick(key: "fence", id: 2)) })
         #expect(log.all == [TimerTick(key: "a", id: 1), TimerTick(key: "fence", id: 2)])
-        #expect(try await actor.ask(TimerActive(key: "a")) == false)
+        #expect(try await actor.ask(TimerActive(key: "a"), timeout: .seconds(120)) == false)
         #expect(violations.all.isEmpty, "\(violations.all)")
     }
 
@@ -287,7 +288,7 @@ final class TimerActor: Reactor {
                 // suspended reaction).
                 #expect(await eventually { cell.load == 2 && gate.waiting })
                 gate.open()
-                _ = try await actor.ask(TimerOps(ops: [.single("fence", id: 9, ms: 40)]))
+                _ = try await actor.ask(TimerOps(ops: [.single("fence", id: 9, ms: 40)]), timeout: .seconds(120))
                 #expect(await eventually { log.all.contains(TimerTick(key: "fence", id: 9)) })
                 #expect(!log.all.contains(TimerTick(key: "t", id: 1)), "\(after), periodic: \(periodic)")
                 #expect(log.all.contains(TimerTick(key: "t", id: 2)) == (n == 1), "\(log.all)")
@@ -320,9 +321,9 @@ final class TimerActor: Reactor {
             }
             // Tells, so that ticks and further ops interleave in the mailbox.
             actor.tell(TimerOps(ops: ops))
-            if rng.next() % 4 == 0 { _ = try await actor.ask(TimerOps(ops: [])) }
+            if rng.next() % 4 == 0 { _ = try await actor.ask(TimerOps(ops: []), timeout: .seconds(120)) }
         }
-        _ = try await actor.ask(TimerOps(ops: [.cancelAll, .single("fence", id: -1, ms: 30)]))
+        _ = try await actor.ask(TimerOps(ops: [.cancelAll, .single("fence", id: -1, ms: 30)]), timeout: .seconds(120))
         #expect(await eventually { log.all.contains(TimerTick(key: "fence", id: -1)) })
         #expect(violations.all.isEmpty, "\(violations.all.prefix(5))")
         #expect(log.all.count > 10, "the run delivered timer messages: \(log.all.count)")
@@ -334,7 +335,7 @@ final class TimerActor: Reactor {
         let slow = Record<(load: Int, start: ContinuousClock.Instant, end: ContinuousClock.Instant)>()
         let actor = try system.spawn("slow") { SlowTimerActor(slow: slow) }
         #expect(await eventually { slow.all.count >= 15 })
-        _ = try await actor.ask(StopSlowTicks())
+        _ = try await actor.ask(StopSlowTicks(), timeout: .seconds(120))
         let ticks = slow.all
         // Only the tick being handled: no other waits behind it, though each
         // reaction takes five times the delay.
@@ -350,7 +351,8 @@ final class TimerActor: Reactor {
         let log = Record<TimerTick>()
         let actor = try system.spawn("stopping") { TimerActor(log: log) }
         let cell = try #require(actor.target as? ActorCell)
-        _ = try await actor.ask(TimerOps(ops: [.fixed("a", id: 1, ms: 1), .single("b", id: 2, ms: 1_000)]))
+        _ = try await actor.ask(
+            TimerOps(ops: [.fixed("a", id: 1, ms: 1), .single("b", id: 2, ms: 1_000)]), timeout: .seconds(120))
         #expect(await eventually { log.all.count >= 3 })
         let deadLetters = system.deadLetters
         system.stop(actor)
@@ -361,7 +363,7 @@ final class TimerActor: Reactor {
         let bRanBeforeTheStop = log.all.contains(TimerTick(key: "b", id: 2))
         let fenceLog = Record<TimerTick>()
         let fence = try system.spawn("fence", colocatedWith: actor) { TimerActor(log: fenceLog) }
-        _ = try await fence.ask(TimerOps(ops: [.single("fence", id: 0, ms: 1_200)]))
+        _ = try await fence.ask(TimerOps(ops: [.single("fence", id: 0, ms: 1_200)]), timeout: .seconds(120))
         #expect(await eventually { !fenceLog.all.isEmpty })
         #expect(log.all.count == count, "no timer message after the stop")
         #expect(
@@ -378,11 +380,12 @@ final class TimerActor: Reactor {
         let actor = try system.spawn("restarting", supervision: .restart(backoff: .milliseconds(1))) {
             TimerActor(log: log, violations: violations)
         }
-        _ = try await actor.ask(TimerOps(ops: [.single("a", id: 1, ms: 1_000), .fixed("b", id: 2, ms: 1_000)]))
-        await #expect(throws: AskError.self) { try await actor.ask(TimerFail()) }
-        #expect(try await actor.ask(TimerActive(key: "a")) == false)
-        #expect(try await actor.ask(TimerActive(key: "b")) == false)
-        _ = try await actor.ask(TimerOps(ops: [.single("fence", id: 3, ms: 1_200)]))
+        _ = try await actor.ask(
+            TimerOps(ops: [.single("a", id: 1, ms: 1_000), .fixed("b", id: 2, ms: 1_000)]), timeout: .seconds(120))
+        await #expect(throws: AskError.self) { try await actor.ask(TimerFail(), timeout: .seconds(120)) }
+        #expect(try await actor.ask(TimerActive(key: "a"), timeout: .seconds(120)) == false)
+        #expect(try await actor.ask(TimerActive(key: "b"), timeout: .seconds(120)) == false)
+        _ = try await actor.ask(TimerOps(ops: [.single("fence", id: 3, ms: 1_200)]), timeout: .seconds(120))
         #expect(await eventually { log.all.contains(TimerTick(key: "fence", id: 3)) })
         // A message of the old timers reaching the fresh instance (which
         // started none) would be a violation; one the old instance handled

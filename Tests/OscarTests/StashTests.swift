@@ -126,23 +126,23 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
         // Five wait in the mailbox behind the suspended reaction.
         #expect(await eventually { cell.load == 6 })
         gate.open()
-        #expect(try await actor.ask(StashHandled()) == Array(0..<15))
+        #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)) == Array(0..<15))
     }
 
     @Test func aStashedAskIsAnsweredWhenItIsHandledAgainLocalOrEncoded() async throws {
         let system = ActorSystem(settings: .init(loopCount: 2))
         defer { system.shutdown() }
         let actor = try system.spawn("stasher") { Stasher<DefaultStash>() }
-        let local = Task { try await actor.ask(StashItem(n: 7)) }
-        let later = Task { try await actor.ask(StashItemLater(n: 8)) }
+        let local = Task { try await actor.ask(StashItem(n: 7), timeout: .seconds(120)) }
+        let later = Task { try await actor.ask(StashItemLater(n: 8), timeout: .seconds(120)) }
         // As from another node: decoded when first handled, stashed decoded.
         actor.tell(manifest: StashItem.manifest, value: .map([(key: .text("n"), value: .unsigned(9))]))
-        #expect(await eventually { (try? await actor.ask(StashCount())) == 3 })
+        #expect(await eventually { (try? await actor.ask(StashCount(), timeout: .seconds(120))) == 3 })
         actor.tell(StashOpen())
         #expect(try await local.value == 7)
         #expect(try await later.value == 8)
-        #expect(try await actor.ask(StashHandled()).sorted() == [7, 8, 9])
-        #expect(try await actor.ask(StashCount()) == 0)
+        #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)).sorted() == [7, 8, 9])
+        #expect(try await actor.ask(StashCount(), timeout: .seconds(120)) == 0)
     }
 
     @Test func stashingBeyondItsCapacityThrowsTheTypedErrorAndLosesNothing() async throws {
@@ -150,12 +150,12 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
         defer { system.shutdown() }
         let actor = try system.spawn("stasher") { Stasher<ThreeStash>() }
         for n in 0..<3 { actor.tell(StashItem(n: n)) }
-        await #expect(throws: Self.full3) { try await actor.ask(StashItem(n: 3)) }
-        #expect(try await actor.ask(StashItem(n: 4, catchFull: true)) == -1)
-        #expect(try await actor.ask(StashCount()) == 3)
+        await #expect(throws: Self.full3) { try await actor.ask(StashItem(n: 3), timeout: .seconds(120)) }
+        #expect(try await actor.ask(StashItem(n: 4, catchFull: true), timeout: .seconds(120)) == -1)
+        #expect(try await actor.ask(StashCount(), timeout: .seconds(120)) == 3)
         actor.tell(StashOpen())
-        #expect(try await actor.ask(StashItem(n: 5)) == 5)
-        #expect(try await actor.ask(StashHandled()) == [0, 1, 2, 5])
+        #expect(try await actor.ask(StashItem(n: 5), timeout: .seconds(120)) == 5)
+        #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)) == [0, 1, 2, 5])
     }
 
     @Test func stashOutsideAReactionThrowsNoMessage() async throws {
@@ -163,7 +163,7 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
         defer { system.shutdown() }
         let errors = Record<String>()
         let actor = try system.spawn("stasher") { Stasher<DefaultStash>(startErrors: errors) }
-        #expect(try await actor.ask(StashCount()) == 0)
+        #expect(try await actor.ask(StashCount(), timeout: .seconds(120)) == 0)
         #expect(errors.all == [ActorContext.StashError.noMessage.description])
     }
 
@@ -175,8 +175,8 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
             try await actor.ask(StashItem(n: 1), timeout: .milliseconds(50))
         }
         actor.tell(StashOpen())
-        #expect(try await actor.ask(StashHandled()) == [1], "handled, and its reply dropped")
-        #expect(try await actor.ask(StashItem(n: 2)) == 2)
+        #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)) == [1], "handled, and its reply dropped")
+        #expect(try await actor.ask(StashItem(n: 2), timeout: .seconds(120)) == 2)
     }
 
     @Test func stashedMessagesAreRefusedAsTheMailboxsAreWhenTheActorStops() async throws {
@@ -186,7 +186,7 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
         actor.tell(StashItem(n: 0))
         actor.tell(StashItem(n: 1))
         let asked = Task { try await actor.ask(StashItem(n: 2), timeout: .seconds(60)) }
-        #expect(await eventually { (try? await actor.ask(StashCount())) == 3 })
+        #expect(await eventually { (try? await actor.ask(StashCount(), timeout: .seconds(120))) == 3 })
         let deadLetters = system.deadLetters
         system.stop(actor)
         await #expect(throws: AskError.stopped(actor.address)) { try await asked.value }
@@ -203,9 +203,9 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
         actor.tell(StashFail())
         actor.tell(StashItem(n: 3))
         // The fresh instance, closed too, stashes them again in order.
-        #expect(await eventually { (try? await actor.ask(StashCount())) == 4 })
+        #expect(await eventually { (try? await actor.ask(StashCount(), timeout: .seconds(120))) == 4 })
         actor.tell(StashOpen())
-        #expect(try await actor.ask(StashHandled()) == [0, 1, 2, 3])
+        #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)) == [0, 1, 2, 3])
     }
 
     /// Random tells, asks, opens and closes from one sender, against a model
@@ -263,7 +263,7 @@ final class StashReplyProbe: ReplyTarget, @unchecked Sendable {
                     }
                 }
             }
-            #expect(try await actor.ask(StashHandled()) == handled, "seed \(seed)")
+            #expect(try await actor.ask(StashHandled(), timeout: .seconds(120)) == handled, "seed \(seed)")
             #expect(outcomes.all.sorted() == expected.sorted(), "seed \(seed)")
             #expect(handled.count > 10, "seed \(seed): the run handled items")
             system.stop(actor)
