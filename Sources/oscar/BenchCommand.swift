@@ -192,15 +192,9 @@ struct BenchCertificates {
         }
     }
 
-    func settings(_ node: String) -> ClusterNode.Settings.TLS {
-        .init(
-            certificateFile: certs.certificate(of: node), privateKeyFile: certs.key(of: node),
-            caFile: certs.caCertificate)
-    }
+    func settings(_ node: String) -> ClusterNode.Settings.TLS { ClusterTLS.settings(certs, node) }
 
-    func arguments(_ node: String) -> [String] {
-        ["--tls-cert", certs.certificate(of: node), "--tls-key", certs.key(of: node), "--tls-ca", certs.caCertificate]
-    }
+    func arguments(_ node: String) -> [String] { ClusterTLS.flags(certs, node) }
 
     func remove() {
         for file in [certs.caCertificate, certs.caKey]

@@ -34,10 +34,23 @@ enum ClusterTLS {
         } catch {
             throw .failed("cannot issue \(name)'s certificate in \(certs.path): \(error)")
         }
-        return [
+        return flags(certs, name)
+    }
+
+    /// The node settings that present `name`'s certificate from `certs`
+    /// (paths made absolute: the node runs from elsewhere).
+    static func flags(_ certs: CertificateDirectory, _ name: String) -> [String] {
+        [
             "--tls-cert", absolute(certs.certificate(of: name)), "--tls-key", absolute(certs.key(of: name)),
             "--tls-ca", absolute(certs.caCertificate),
         ]
+    }
+
+    /// In code, the same: `name`'s certificate and key, and the CA.
+    static func settings(_ certs: CertificateDirectory, _ name: String) -> ClusterNode.Settings.TLS {
+        .init(
+            certificateFile: certs.certificate(of: name), privateKeyFile: certs.key(of: name),
+            caFile: certs.caCertificate)
     }
 
     /// The TLS of a client command: `--tls-cert`, `--tls-key` and `--tls-ca`
@@ -62,10 +75,7 @@ enum ClusterTLS {
     /// an earlier TLS cluster in the directory do not count).
     static func cli(inClusterDirectory dir: String) -> ClusterNode.Settings.TLS? {
         guard ClusterCommand.readState(dir)?.tls == true else { return nil }
-        let certs = directory(inClusterDirectory: dir)
-        return .init(
-            certificateFile: certs.certificate(of: "cli"), privateKeyFile: certs.key(of: "cli"),
-            caFile: certs.caCertificate)
+        return settings(directory(inClusterDirectory: dir), "cli")
     }
 
     /// A one-shot client node: plaintext, or TLS with `tls`.

@@ -7,12 +7,6 @@ import Synchronization
 
 /// `oscar node`, `oscar tell`, `oscar ask`.
 enum NetworkCommands {
-    /// The secret of a command that talks to a cluster: see
-    /// `ClusterSecret.forClient` for where it is found. There is no default.
-    static func secret(_ args: inout Arguments) throws(CLIError) -> String {
-        try ClusterSecret.forClient(&args, dir: clusterDirectory(&args))
-    }
-
     /// `--dir`, or the directory of the cluster file `--file` names; nil
     /// when neither is given.
     static func clusterDirectory(_ args: inout Arguments) throws(CLIError) -> String? {
@@ -123,13 +117,13 @@ enum NetworkCommands {
         // The node asked: --node, else the first node of the cluster that
         // --dir (or --file) names, or of the default cluster directory's,
         // else 127.0.0.1:7000.
-        let dir = try clusterDirectory(&args) ?? ClusterSecret.defaultClusterDirectory
-        let local = ClusterCommand.readState(dir).flatMap { state in
+        let dir = try clusterDirectory(&args)
+        let local = ClusterCommand.readState(dir ?? ClusterSecret.defaultClusterDirectory).flatMap { state in
             state.nodes.first.map { state.address($0).description }
         }
         let target = try nodeAddress(args.option("node") ?? local ?? "127.0.0.1:7000", option: "node")
-        let secret = try secret(&args)
-        let tls = try ClusterTLS.client(&args, dir: clusterDirectory(&args))
+        let secret = try ClusterSecret.forClient(&args, dir: dir)
+        let tls = try ClusterTLS.client(&args, dir: dir)
         try args.rejectUnknownOptions()
         OscarLog.shared.level = .off
         return (try ClusterTLS.clientNode(secret: secret, tls: tls), target)
@@ -160,8 +154,10 @@ enum NetworkCommands {
             throw .usage("\(error)")
         }
         let timeout = try duration(args.option("timeout") ?? "5s", option: "timeout")
-        let secret = try secret(&args)
-        let tls = try ClusterTLS.client(&args, dir: clusterDirectory(&args))
+        // The cluster file is read once: the secret and the TLS come from its directory.
+        let dir = try clusterDirectory(&args)
+        let secret = try ClusterSecret.forClient(&args, dir: dir)
+        let tls = try ClusterTLS.client(&args, dir: dir)
         try args.rejectUnknownOptions()
         // A one-shot client: its own connection events are not news.
         OscarLog.shared.level = .off
