@@ -97,6 +97,16 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     package var ref: ActorRef { ActorRef(address: address, target: self) }
 
+    /// Called by a reaction that finished, just before it sends its reply.
+    /// The asker may act on that reply (ask again) before this reaction's
+    /// bookkeeping ends; a pool routing the next ask must already see this
+    /// actor free, or asks made one after another would grow the pool. Only
+    /// the `load` hint changes: `beginReaction` sets it again for the next
+    /// message, and queued messages count in `load` on their own.
+    @usableFromInline package func freeBeforeReply() {
+        if loop.inEventLoop, local.isEmpty, !stopRequested { active.store(false, ordering: .relaxed) }
+    }
+
     /// True once the actor has stopped for good (readable from any thread).
     package var isTerminated: Bool { stoppedForGood.load(ordering: .acquiring) }
 

@@ -51,7 +51,10 @@ public struct Reactions<A: Reactor> {
                 return .failed
             }
             if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
-            reply?.succeed(Done())
+            if let reply {
+                cell.freeBeforeReply()
+                reply.succeed(Done())
+            }
             return .finished
         }
     }
@@ -73,7 +76,10 @@ public struct Reactions<A: Reactor> {
                 return .failed
             }
             if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
-            reply?.succeed(value)
+            if let reply {
+                cell.freeBeforeReply()
+                reply.succeed(value)
+            }
             return .finished
         }
     }
@@ -95,8 +101,9 @@ public struct Reactions<A: Reactor> {
                     let value = try await job.value.run(message)
                     if cell.stashRequested {
                         _ = cell.keepStashed(message, reply: reply)
-                    } else {
-                        reply?.succeed(value)
+                    } else if let reply {
+                        cell.freeBeforeReply()
+                        reply.succeed(value)
                     }
                     cell.futureFinished()
                 } catch {

@@ -1,6 +1,7 @@
 import Foundation
 import Oscar
 import OscarBase
+import OscarTestSupport
 import Testing
 
 @testable import OscarTestKit
@@ -10,7 +11,8 @@ import Testing
 /// two texts overlap, and the page escapes what the checks found.
 @Suite(.timeLimit(.minutes(4))) struct ChaosPlotTests {
     static let s: UInt64 = 1_000_000_000
-    static let seeds: [UInt64] = Array(1...10)
+    /// Ten runs; four under the sanitizer, where drawing them costs seconds.
+    static let seeds: [UInt64] = Array(1...(underSanitizer ? 4 : 10))
 
     typealias Run = (events: [ChaosEvent], nodes: [String])
 
@@ -28,7 +30,7 @@ import Testing
     }
 
     /// The seeded runs, and the timeline tests' crowded one as seed 0.
-    static let drawn: [Drawn] = {
+    static let drawing = ComputedOnce<[Drawn]> {
         let crowded: Run = (ChaosTimelineTests.crowded(every: 1.2, count: 40), ChaosTimelineTests.nodes)
         let runs: [(UInt64, Run)] = seeds.map { ($0, history(seed: $0)) } + [(0, crowded)]
         return runs.map { seed, run in
@@ -36,7 +38,7 @@ import Testing
                 seed: seed, events: run.events, nodes: run.nodes, plots: ChaosReport.kindPlots(run.events),
                 timeline: ChaosReport.svg(run.events, nodes: run.nodes))
         }
-    }()
+    }
 
     // MARK: - A run, made up
 
@@ -174,8 +176,8 @@ import Testing
 
     // MARK: - The plots
 
-    @Test func everyCompletedAskIsOnePointInsideThePlotArea() throws {
-        for run in Self.drawn {
+    @Test func everyCompletedAskIsOnePointInsideThePlotArea() async throws {
+        for run in await Self.drawing.value {
             let (seed, asks) = (run.seed, ChaosAsk.all(in: run.events))
             for plot in run.plots {
                 let area = try Self.plotArea(plot.latency)
@@ -194,8 +196,8 @@ import Testing
         }
     }
 
-    @Test func thePlotsCountWhatTheCheckerCounts() {
-        for run in Self.drawn {
+    @Test func thePlotsCountWhatTheCheckerCounts() async {
+        for run in await Self.drawing.value {
             let (seed, tally) = (run.seed, ChaosChecker().check(run.events).tally)
             for plot in run.plots {
                 let row = tally.asks[plot.kind] ?? []
@@ -207,8 +209,8 @@ import Testing
         }
     }
 
-    @Test func rateBucketsSumToTheCompletionsAndStayInsideThePlot() throws {
-        for run in Self.drawn {
+    @Test func rateBucketsSumToTheCompletionsAndStayInsideThePlot() async throws {
+        for run in await Self.drawing.value {
             let (seed, axis) = (run.seed, try #require(ChaosReport.TimeAxis(run.events)))
             let asks = ChaosAsk.all(in: run.events)
             let buckets = ChaosReport.rateBuckets(asks, axis: axis)
@@ -265,8 +267,8 @@ import Testing
 
     // MARK: - Every picture
 
-    @Test func everyTextAndLegendStaysInsideItsPicture() throws {
-        for run in Self.drawn {
+    @Test func everyTextAndLegendStaysInsideItsPicture() async throws {
+        for run in await Self.drawing.value {
             for picture in run.pictures {
                 let (seed, (width, height)) = (run.seed, Self.size(of: picture.svg))
                 for box in Self.textBoxes(picture.svg) {
@@ -287,8 +289,8 @@ import Testing
         }
     }
 
-    @Test func noTwoTextsOverlap() {
-        for run in Self.drawn {
+    @Test func noTwoTextsOverlap() async {
+        for run in await Self.drawing.value {
             for picture in run.pictures {
                 let (seed, boxes) = (run.seed, Self.textBoxes(picture.svg))
                 #expect(boxes.count > 5, "\(picture.name) has its labels")
@@ -322,8 +324,8 @@ import Testing
 
     // MARK: - The page
 
-    @Test func thePageEscapesFindingsAndHoldsEveryPicture() {
-        let h = Self.drawn[3]
+    @Test func thePageEscapesFindingsAndHoldsEveryPicture() async {
+        let h = await Self.drawing.value[3]
         var verdict = ChaosChecker().check(h.events)
         verdict.checks.append(
             ChaosChecker.Check(name: "x < y & z", findings: ["ask <b>1</b> & 2", "</td><script>alert(1)</script>"]))
@@ -354,9 +356,9 @@ import Testing
 
     /// With `OSCAR_PLOT_DIR` set, writes the pictures of a few made-up runs
     /// there, to be looked at (`rsvg-convert -o x.png x.svg`).
-    @Test func writesPicturesWhenAsked() throws {
+    @Test func writesPicturesWhenAsked() async throws {
         guard let dir = ProcessInfo.processInfo.environment["OSCAR_PLOT_DIR"] else { return }
-        for run in Self.drawn where [0, 1, 4].contains(run.seed) {
+        for run in await Self.drawing.value where [0, 1, 4].contains(run.seed) {
             for picture in run.pictures {
                 let seed = run.seed
                 try picture.svg.write(toFile: "\(dir)/seed\(seed)-\(picture.name)", atomically: true, encoding: .utf8)

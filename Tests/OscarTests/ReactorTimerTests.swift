@@ -326,7 +326,10 @@ final class TimerActor: Reactor {
         _ = try await actor.ask(TimerOps(ops: [.cancelAll, .single("fence", id: -1, ms: 30)]), timeout: .seconds(120))
         #expect(await eventually { log.all.contains(TimerTick(key: "fence", id: -1)) })
         #expect(violations.all.isEmpty, "\(violations.all.prefix(5))")
-        #expect(log.all.count > 10, "the run delivered timer messages: \(log.all.count)")
+        // Not vacuous: timers did fire between the ops (how many depends on
+        // the machine's speed; an instrumented run on two cores saw ten).
+        let ticks = log.all.filter { $0.key != "fence" }.count
+        #expect(ticks >= 2, "the run delivered timer messages: \(ticks)")
     }
 
     @Test func aPeriodicTimerWaitsForTheReactionSoASlowActorGetsNoPileUp() async throws {

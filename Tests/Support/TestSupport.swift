@@ -87,6 +87,24 @@ public func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) 
     }
 }
 
+/// A value worked out once, on a thread of its own, for every test that
+/// awaits it. A static `let` would run a costly initializer on a cooperative
+/// thread and block there every other test that reads it meanwhile: on two
+/// cores, the whole pool.
+public final class ComputedOnce<T: Sendable>: Sendable {
+    private let task: Task<T, Never>
+
+    public init(_ work: @escaping @Sendable () -> T) {
+        task = Task {
+            await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: work()) }.start()
+            }
+        }
+    }
+
+    public var value: T { get async { await task.value } }
+}
+
 /// A fresh directory under the system's temporary one, removed on release.
 public final class TemporaryDirectory {
     public let path: String
