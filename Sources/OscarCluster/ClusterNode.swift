@@ -194,6 +194,7 @@ public final class ClusterNode: Sendable {
     /// Management routes a layer above added (the test kit's `POST /faults`).
     private let extraRoutes = Mutex<[String: ManagementRoute]>([:])
     private let replayGuard = Mutex(ReplayGuard())
+    private let managementAccess: ManagementAccess
     private let receptionistListings = ReceptionistListings()
 
     /// The cluster-wide receptionist (see `Receptionist`).
@@ -245,6 +246,7 @@ public final class ClusterNode: Sendable {
         frameFilter = settings.frameFilter
         self.transport = transport
         tlsFiles = settings.tls
+        managementAccess = ManagementAccess(host: settings.httpHost)
         system.attach(transport)
         try transport.listen(fd: fd)
         let (me, hub, stats) = (system.node, self.hub, self.stats)
@@ -280,8 +282,17 @@ public final class ClusterNode: Sendable {
         }
         if let httpPort = settings.httpPort {
             let secret = transport.secret
+            let transport = self.transport
+            let tls = transport.settings.tls.map { _ in
+                StreamTLS(
+                    credentials: { transport.currentTLSCredentials },
+                    plaintextRefusal: HTTPConnection.encode(
+                        ManagementRoutes.Response(
+                            status: 400, contentType: "text/plain",
+                            body: "this node runs TLS, and so does its management endpoint: use https://\n")))
+            }
             let server = try HTTPServer(
-                host: settings.httpHost, port: httpPort, limits: settings.httpLimits, loop: transport.ioLoop
+                host: settings.httpHost, port: httpPort, limits: settings.httpLimits, tls: tls, loop: transport.ioLoop
             ) {
                 [weak self] request in
                 await self?.management(request, secret: secret)
@@ -306,10 +317,14 @@ public final class ClusterNode: Sendable {
     }
 
     private func management(_ request: ManagementRoutes.Request, secret: [UInt8]) async -> ManagementRoutes.Response {
-        // Every request that may change something is signed, fresh and new.
-        if request.method != "GET" && request.method != "HEAD",
-            let refusal = replayGuard.withLock({ $0.admit(request, secret: secret, now: Int64(time(nil))) })
+        // Every request that may change something (and off loopback, every
+        // read but /health) comes with a client certificate or is signed.
+        let decision = managementAccess.decide(
+            method: request.method, path: request.path, hasClientCertificate: request.clientCertificate != nil)
+        if case .signatureNeeded(let why) = decision,
+            var refusal = replayGuard.withLock({ $0.admit(request, secret: secret, now: Int64(time(nil))) })
         {
+            refusal.response.body = "\(why): " + refusal.response.body
             return refusal.response
         }
         if let route = extraRoutes.withLock({ $0[request.path] }) { return await route(request) }

@@ -75,8 +75,8 @@ final class HTTPServer: StreamServerDelegate, @unchecked Sendable {
     static let refusalLogInterval = Duration.seconds(10)
 
     init(
-        host: String, port: Int, limits: ManagementLimits = ManagementLimits(), loop: EventLoop,
-        handler: @escaping Handler
+        host: String, port: Int, limits: ManagementLimits = ManagementLimits(), tls: StreamTLS? = nil,
+        loop: EventLoop, handler: @escaping Handler
     ) throws(TransportError) {
         let limits = limits.validated
         // Over the limit a client is accepted (so it leaves the kernel's
@@ -87,7 +87,7 @@ final class HTTPServer: StreamServerDelegate, @unchecked Sendable {
         )
         let server = try StreamServer(
             host: host, port: port, maxConnections: limits.maxConnections, refusal: refusal,
-            name: "management endpoint", loop: loop)
+            name: "management endpoint", tls: tls, loop: loop)
         self.loop = loop
         self.port = server.port
         self.limits = limits
@@ -238,7 +238,8 @@ final class HTTPConnection: StreamHandler, @unchecked Sendable {
         stream?.stopReading()
         let parsed = ManagementRoutes.Request(
             method: head.method, path: head.path, headers: head.headers,
-            body: Array(request[head.bodyStart..<(head.bodyStart + head.bodyLength)]))
+            body: Array(request[head.bodyStart..<(head.bodyStart + head.bodyLength)]),
+            clientCertificate: stream?.peerCertificate?.subject)
         request = []
         let (handler, loop) = (server.handler, server.loop)
         let me = UncheckedSendable(self)

@@ -40,6 +40,9 @@ package enum ManagementRoutes {
         public var path: String
         public var headers: [String: String] = [:]
         public var body: [UInt8] = []
+        /// The subject of the certificate the client presented over TLS,
+        /// verified against the cluster CA; nil without one.
+        package var clientCertificate: String? = nil
     }
 
     /// A refused request, as an error value.

@@ -19,6 +19,13 @@ package protocol StreamHandler: AnyObject {
 /// queued and immediate writes, a shutdown of the write side, and one
 /// deadline, so the protocol above needs no pointer and no libuv.
 ///
+/// On a TLS server (`StreamServer.tls`) a `TLSSession` sits between the
+/// socket and the handler, which sees only plaintext: the first byte must
+/// open a TLS handshake (else the server's plaintext refusal is sent and the
+/// connection closes), handshake flights are written here and not reported
+/// to the handler, and a TLS failure sends its alert and closes. The handler
+/// is told nothing until plaintext arrives.
+///
 /// Ownership: the handle retains this connection and this connection its
 /// handler until libuv's close callback (the handler is dropped at `close`,
 /// so no event follows it); the handler refers back weakly, so a loop that
@@ -33,6 +40,16 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     /// libuv reads into this; the bytes are copied out, so no array
     /// storage pointer escapes to libuv.
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 << 10, alignment: 1)
+    /// For each write queued with libuv, in order (libuv completes a
+    /// stream's writes in order): whether it is the handler's, reported by
+    /// `streamWrote`, or TLS's own (a handshake flight, a close_notify).
+    private var writesToReport: [Bool] = []
+
+    // MARK: TLS (nil and false on a plain server)
+    private var tls: TLSSession?
+    /// No byte read yet on a TLS server: the first says whether the client
+    /// speaks TLS.
+    private var awaitingFirstByte: Bool
 
     // MARK: - TimerEntry
     @exclusivity(unchecked) package var timerDeadline: UInt64 = 0
@@ -41,10 +58,15 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     init(server: StreamServer) {
         self.server = server
         loop = server.loop
+        awaitingFirstByte = server.tls != nil
         tcp = UVHandle.allocate(uv_tcp_t.self, on: loop)
         uv_tcp_init(loop.uvLoopPointer, tcp)
         UVHandle.retainOwner(self, in: tcp)
     }
+
+    /// The client's certificate, verified against the cluster CA, when it
+    /// presented one over TLS; nil otherwise.
+    package var peerCertificate: CertificateSummary? { tls?.peerCertificate }
 
     deinit { scratch.deallocate() }
 
@@ -78,18 +100,43 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     fileprivate var readRegion: UnsafeMutableRawBufferPointer { scratch }
 
     fileprivate func didRead(_ n: Int) {
-        if n > 0 {
-            handler?.streamRead(Array(scratch.prefix(n)))
-        } else {
-            handler?.streamEnded()
+        guard n > 0 else { return handler?.streamEnded() ?? () }
+        let bytes = Array(scratch.prefix(n))
+        if awaitingFirstByte, let endpoint = server.tls {
+            awaitingFirstByte = false
+            guard bytes[0] == TLSPolicy.handshakeRecordType, let credentials = endpoint.credentials() else {
+                Self.tryWrite(endpoint.plaintextRefusal, to: stream)
+                return close()
+            }
+            do throws(TLSError) {
+                tls = try TLSSession(credentials: credentials, role: .serverOptionalClientCertificate)
+            } catch {
+                return close()
+            }
         }
+        guard let tls else { return handler?.streamRead(bytes) ?? () }
+        let plaintext: [UInt8]
+        do throws(TLSError) { plaintext = try tls.receive(bytes) } catch {
+            Self.tryWrite(tls.takeCiphertext(), to: stream)  // the alert saying why
+            return close()
+        }
+        _ = queue(tls.takeCiphertext(), report: false)
+        if !plaintext.isEmpty { handler?.streamRead(plaintext) }
     }
 
     // MARK: - Writing
 
-    /// Queues `bytes` (copied) behind earlier writes; `streamWrote` follows
-    /// when they are written. False if libuv refused them.
+    /// Queues `bytes` (copied; with TLS, encrypted) behind earlier writes;
+    /// `streamWrote` follows when they are written. False if libuv (or the
+    /// TLS session) refused them.
     package func write(_ bytes: [UInt8]) -> Bool {
+        guard !isClosed, !bytes.isEmpty else { return false }
+        guard let tls else { return queue(bytes, report: true) }
+        do throws(TLSError) { try tls.send(bytes) } catch { return false }
+        return queue(tls.takeCiphertext(), report: true)
+    }
+
+    private func queue(_ bytes: [UInt8], report: Bool) -> Bool {
         guard !isClosed, !bytes.isEmpty else { return false }
         let memory = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
         bytes.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
@@ -101,6 +148,7 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
             request.deallocate()
             return false
         }
+        writesToReport.append(report)
         return true
     }
 
@@ -108,7 +156,9 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     /// word just before closing, which must not hold the connection open.
     package func tryWrite(_ bytes: [UInt8]) {
         guard !isClosed else { return }
-        Self.tryWrite(bytes, to: stream)
+        guard let tls else { return Self.tryWrite(bytes, to: stream) }
+        do throws(TLSError) { try tls.send(bytes) } catch { return }
+        Self.tryWrite(tls.takeCiphertext(), to: stream)
     }
 
     static func tryWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>) {
@@ -125,6 +175,10 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     /// if libuv refused.
     package func shutdown() -> Bool {
         guard !isClosed else { return false }
+        if let tls {  // the client learns the end was meant (close_notify)
+            tls.close()
+            _ = queue(tls.takeCiphertext(), report: false)
+        }
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         guard uv_shutdown(request, stream, onStreamShutdown) == 0 else {
             request.deallocate()
@@ -133,7 +187,10 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
         return true
     }
 
-    fileprivate func wrote() { handler?.streamWrote() }
+    fileprivate func wrote() {
+        guard !writesToReport.isEmpty, writesToReport.removeFirst() else { return }
+        handler?.streamWrote()
+    }
 
     // MARK: - Deadline and close
 

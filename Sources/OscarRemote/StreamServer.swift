@@ -13,7 +13,25 @@ package protocol StreamServerDelegate: AnyObject, Sendable {
     func refused()
 }
 
-/// A TCP server of plain byte streams on one loop, for protocols beside
+/// TLS for a `StreamServer`: every client must speak it. The client's
+/// certificate is optional (verified against the CA when presented), so a
+/// client without one (a health probe) can still connect; what it may then
+/// do is the protocol's decision (`StreamConnection.peerCertificate`).
+package struct StreamTLS: Sendable {
+    /// The credentials for the next connection, read at its first byte, so
+    /// a reload applies to new connections only.
+    package var credentials: @Sendable () -> TLSCredentials?
+    /// Sent in plaintext to a client that does not start with a TLS
+    /// handshake, before its connection closes.
+    package var plaintextRefusal: [UInt8]
+
+    package init(credentials: @escaping @Sendable () -> TLSCredentials?, plaintextRefusal: [UInt8]) {
+        self.credentials = credentials
+        self.plaintextRefusal = plaintextRefusal
+    }
+}
+
+/// A TCP server of byte streams (plain or TLS) on one loop, for protocols beside
 /// the node-to-node one (the management endpoint's HTTP), so that nothing
 /// above the transport touches a socket or a libuv handle.
 ///
@@ -32,6 +50,8 @@ package final class StreamServer: @unchecked Sendable {
     package let maxConnections: Int
     /// Sent to a refused client without waiting, then the connection closes.
     private let refusal: [UInt8]
+    /// Nil for plain streams.
+    let tls: StreamTLS?
     /// Names the server in its one log line (a failed listen).
     private let name: String
     private let fd: Int32
@@ -42,7 +62,8 @@ package final class StreamServer: @unchecked Sendable {
     /// Binds host:port at once, so the caller knows the port (and a bad
     /// address is an error here, not a log line); `start` begins accepting.
     package init(
-        host: String, port: Int, maxConnections: Int, refusal: [UInt8], name: String, loop: EventLoop
+        host: String, port: Int, maxConnections: Int, refusal: [UInt8], name: String, tls: StreamTLS? = nil,
+        loop: EventLoop
     ) throws(TransportError) {
         oscar_ignore_sigpipe()  // a client hanging up mid-write must not end the process
         let (fd, actual) = try SocketAddress.listen(host: host, port: port)
@@ -52,6 +73,7 @@ package final class StreamServer: @unchecked Sendable {
         self.maxConnections = max(maxConnections, 1)
         self.refusal = refusal
         self.name = name
+        self.tls = tls
     }
 
     /// Starts accepting on the loop, reporting to `delegate` (retained until

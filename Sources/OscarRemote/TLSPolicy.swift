@@ -38,6 +38,9 @@ package struct TLSPolicy: Sendable {
         return acceptsPlaintext ? .plaintext : .refusedPlaintext
     }
 
+    /// The first byte of every TLS connection: a handshake record's type.
+    package static let handshakeRecordType: UInt8 = 0x16
+
     /// The first byte of Oscar's preamble (`OSCR`).
     package static let preambleFirstByte = Handshake.magic[0]
 

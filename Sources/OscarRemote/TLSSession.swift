@@ -35,6 +35,10 @@ package final class TLSSession {
         /// Accepts; the client's certificate must name `expectedClientHost`
         /// when one is given (the host the client says it is).
         case server(expectedClientHost: String?)
+        /// Accepts clients with or without a certificate (a management
+        /// endpoint's health probe has none). One presented must chain to
+        /// the CA; `peerCertificate` stays nil when none was.
+        case serverOptionalClientCertificate
     }
 
     /// Ciphertext handed to OpenSSL at once (one maximal record).
@@ -94,6 +98,9 @@ package final class TLSSession {
         case .server(let host):
             SSL_set_accept_state(ssl)
             if let host { try expect(host: host) }
+        case .serverOptionalClientCertificate:
+            SSL_set_accept_state(ssl)
+            SSL_set_verify(ssl, SSL_VERIFY_PEER, nil)
         }
     }
 
@@ -229,9 +236,9 @@ package final class TLSSession {
                 let certificate = X509Certificate(sharing: peer)
                 peerX509 = certificate
                 peerCertificate = certificate.summary
-            } else {
-                // Unreachable with SSL_VERIFY_PEER; kept so no session ever
-                // runs unauthenticated.
+            } else if role != .serverOptionalClientCertificate {
+                // Unreachable with FAIL_IF_NO_PEER_CERT (and a server always
+                // presents one); kept so no node session runs unauthenticated.
                 throw fail(.peerCertificateMissing)
             }
             return

@@ -340,11 +340,10 @@ final class ChaosRun {
     private func command(_ i: Int, _ command: FaultCommand) {
         guard nodes[i].pid != nil, !nodes[i].paused else { return }
         let body = Self.json(command)
-        let signed = SignedRequest.headers(
-            method: "POST", path: "/faults", body: Array(body.utf8), secret: Array(secret.utf8), now: Int64(time(nil)))
         let target = NodeAddress(host: nodes[i].address.host, port: nodes[i].httpPort)
         do {
-            let response = try HealthCommand.request("POST", "/faults", headers: signed, body: body, from: target)
+            let response = try ManagementCommands.signedRequest(
+                "POST", "/faults", body: body, secret: secret, from: target)
             if !response.hasPrefix("HTTP/1.1 200") {
                 FileStream.standardError.write("\n\(nodes[i].name) refused \(body): \(response.prefix(80))\n")
             }
@@ -374,7 +373,8 @@ final class ChaosRun {
     private func views() -> [(Node, [String]?)] {
         nodes.filter { $0.pid != nil }.map { node in
             let target = NodeAddress(host: node.address.host, port: node.httpPort)
-            guard let response = try? HealthCommand.request("GET", "/members", from: target),
+            // Signed: under --netns the endpoints listen beyond loopback.
+            guard let response = try? ManagementCommands.signedRequest("GET", "/members", secret: secret, from: target),
                 let body = response.split(separator: "\r\n\r\n", maxSplits: 1).last,
                 let view = JSONBridge.decode(MembersView.self, fromJSON: String(body))
             else { return (node, nil) }

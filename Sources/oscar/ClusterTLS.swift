@@ -1,3 +1,4 @@
+import Glibc
 import Oscar
 
 /// The certificates of a local TLS cluster (`oscar cluster up --tls`), in
@@ -54,7 +55,8 @@ enum ClusterTLS {
     }
 
     /// The TLS of a client command: `--tls-cert`, `--tls-key` and `--tls-ca`
-    /// (all three), else the CLI certificate of the cluster directory `dir`
+    /// (all three), else the node settings `OSCAR_TLS_*` from the environment,
+    /// else the CLI certificate of the cluster directory `dir`
     /// (the default one when nil) when `oscar cluster up --tls` made one,
     /// else none (plaintext).
     static func client(_ args: inout Arguments, dir: String?) throws(CLIError) -> ClusterNode.Settings.TLS? {
@@ -63,10 +65,24 @@ enum ClusterTLS {
         case (let cert?, let key?, let ca?):
             return .init(certificateFile: cert, privateKeyFile: key, caFile: ca)
         case (nil, nil, nil):
-            // As for the secret: the default cluster directory when none is named.
-            return cli(inClusterDirectory: dir ?? ClusterSecret.defaultClusterDirectory)
+            // A node's own settings (a command run beside the node, in its
+            // container), else, as for the secret, the default cluster
+            // directory when none is named.
+            return try environment() ?? cli(inClusterDirectory: dir ?? ClusterSecret.defaultClusterDirectory)
         default:
             throw .usage("give --tls-cert, --tls-key and --tls-ca together")
+        }
+    }
+
+    /// `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA`, a node's
+    /// settings, when all three are set.
+    static func environment() throws(CLIError) -> ClusterNode.Settings.TLS? {
+        let names = ["OSCAR_TLS_CERT", "OSCAR_TLS_KEY", "OSCAR_TLS_CA"]
+        let values = names.compactMap { getenv($0).map { String(cString: $0) } }
+        switch values.count {
+        case 0: return nil
+        case 3: return .init(certificateFile: values[0], privateKeyFile: values[1], caFile: values[2])
+        default: throw .usage("set \(names.joined(separator: ", ")) together, or none of them")
         }
     }
 

@@ -3,31 +3,89 @@ import Oscar
 import OscarDemo
 import OscarTestKit
 
-/// `oscar health --http host:port`: GET /health on a node's management
-/// endpoint; exit 0 when the node is up in its cluster. It exists for
-/// container health checks: the runtime image has no curl.
-enum HealthCommand {
-    static func run(_ args: inout Arguments) throws(CLIError) {
+/// The CLI's requests to a node's management endpoint, and its one-shot
+/// HTTP client (the runtime image has no curl):
+///
+/// - `oscar health --http host:port`: `GET /health`; exit 0 when the node is
+///   up in its cluster. For container health checks.
+/// - `oscar get PATH --http host:port`: any read (`/members`, `/metrics`),
+///   signed with the cluster secret, which an endpoint listening beyond
+///   loopback requires; prints the body, exit 0 on 200.
+///
+/// A node with TLS serves its endpoint over TLS too. Both commands then
+/// speak TLS with `--tls-cert`, `--tls-key` and `--tls-ca`, else the
+/// node's own `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA` (a
+/// container's health check runs with the node's environment), else the
+/// CLI certificate of the default local cluster when it runs TLS.
+enum ManagementCommands {
+    static func health(_ args: inout Arguments) throws(CLIError) {
+        let target = try endpoint(&args)
+        let tls = try ClusterTLS.client(&args, dir: nil)
+        try args.rejectUnknownOptions()
+        let (statusLine, body) = split(try request("GET", "/health", from: target, tls: tls))
+        print(body.isEmpty ? statusLine : body, terminator: body.hasSuffix("\n") ? "" : "\n")
+        try requireSuccess(statusLine, body, tls: tls, failure: "not healthy")
+    }
+
+    static func get(_ args: inout Arguments) throws(CLIError) {
+        guard args.positionals.count == 1, let path = args.positionals.first, path.hasPrefix("/") else {
+            throw .usage("oscar get takes one path, such as /members or /metrics")
+        }
+        let target = try endpoint(&args)
+        let dir = args.option("dir")
+        let secret = try ClusterSecret.forClient(&args, dir: dir)
+        let tls = try ClusterTLS.client(&args, dir: dir)
+        try args.rejectUnknownOptions()
+        let (statusLine, body) = split(
+            try signedRequest("GET", path, secret: secret, from: target, tls: tls))
+        print(body, terminator: body.hasSuffix("\n") || body.isEmpty ? "" : "\n")
+        try requireSuccess(statusLine, body, tls: tls, failure: "refused")
+    }
+
+    private static func endpoint(_ args: inout Arguments) throws(CLIError) -> NodeAddress {
         let text = args.option("http") ?? "127.0.0.1:8080"
         guard let target = NodeAddress(hostPort: text) else {
             throw .usage("--http takes host:port of a management endpoint, not '\(text)'")
         }
-        try args.rejectUnknownOptions()
-        let response = try get("/health", from: target)
-        let statusLine = response.split(separator: "\r\n").first.map(String.init) ?? ""
-        let body = response.split(separator: "\r\n\r\n", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
-        print(body.isEmpty ? statusLine : body, terminator: body.hasSuffix("\n") ? "" : "\n")
-        guard statusLine.contains(" 200 ") else { throw .failed("not healthy: \(statusLine)") }
+        return target
     }
 
-    static func get(_ path: String, from target: NodeAddress) throws(CLIError) -> String {
-        try request("GET", path, from: target)
+    /// The status line and the body of a response.
+    private static func split(_ response: String) -> (statusLine: String, body: String) {
+        (
+            response.split(separator: "\r\n").first.map(String.init) ?? "",
+            response.split(separator: "\r\n\r\n", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
+        )
     }
 
-    /// One HTTP/1.0 request over a blocking socket, bounded by 3 s each way;
-    /// the whole response, head and body.
+    private static func requireSuccess(
+        _ statusLine: String, _ body: String, tls: ClusterNode.Settings.TLS?, failure: String
+    ) throws(CLIError) {
+        if tls == nil, statusLine.contains(" 400 "), body.contains("https://") {
+            throw .failed(
+                "the node runs TLS: give --tls-cert, --tls-key and --tls-ca "
+                    + "(or set OSCAR_TLS_CERT, OSCAR_TLS_KEY and OSCAR_TLS_CA)")
+        }
+        guard statusLine.contains(" 200 ") else { throw .failed("\(failure): \(statusLine)") }
+    }
+
+    /// A request signed with the cluster secret (`SignedRequest`): what a
+    /// node asks of a write, and of a read when its endpoint listens beyond
+    /// loopback.
+    static func signedRequest(
+        _ method: String, _ path: String, body: String = "", secret: String, from target: NodeAddress,
+        tls: ClusterNode.Settings.TLS? = nil
+    ) throws(CLIError) -> String {
+        let headers = SignedRequest.headers(
+            method: method, path: path, body: Array(body.utf8), secret: Array(secret.utf8), now: Int64(time(nil)))
+        return try request(method, path, headers: headers, body: body, from: target, tls: tls)
+    }
+
+    /// One HTTP/1.0 request over a blocking socket (with `tls`, over TLS),
+    /// bounded by 3 s each way; the whole response, head and body.
     static func request(
-        _ method: String, _ path: String, headers: [String: String] = [:], body: String = "", from target: NodeAddress
+        _ method: String, _ path: String, headers: [String: String] = [:], body: String = "", from target: NodeAddress,
+        tls: ClusterNode.Settings.TLS? = nil
     ) throws(CLIError) -> String {
         var hints = addrinfo()
         hints.ai_family = AF_INET
@@ -48,16 +106,52 @@ enum HealthCommand {
         }
         var head = "\(method) \(path) HTTP/1.0\r\nHost: \(target)\r\nContent-Length: \(body.utf8.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        var request = Array((head + "\r\n" + body).utf8)
-        guard send(fd, &request, request.count, 0) == request.count else { throw .exit(4, "cannot send to \(target)") }
-        var response: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while response.count < 1 << 20 {
-            let n = recv(fd, &chunk, chunk.count, 0)
-            if n < 0 { throw .exit(3, "no answer from \(target) within 3 s") }
-            if n == 0 { break }
-            response += chunk[..<n]
+        let request = Array((head + "\r\n" + body).utf8)
+        let socket = BlockingSocket(fd: fd, peer: target)
+        let response: [UInt8]
+        if let tls {
+            response = try TLSExchange.run(request, over: socket, tls: tls)
+        } else {
+            try socket.send(request)
+            response = try socket.receiveAll()
         }
         return String(decoding: response, as: UTF8.self)
+    }
+}
+
+/// A connected socket with send and receive timeouts, as the CLI's one-shot
+/// HTTP requests use it.
+struct BlockingSocket {
+    let fd: Int32
+    let peer: NodeAddress
+    /// A response larger than this is cut here.
+    static let maxResponse = 1 << 20
+
+    func send(_ bytes: [UInt8]) throws(CLIError) {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw .exit(4, "cannot send to \(peer)") }
+            sent += n
+        }
+    }
+
+    /// One read: empty at the end of the stream.
+    func receive() throws(CLIError) -> [UInt8] {
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        let n = recv(fd, &chunk, chunk.count, 0)
+        if n < 0 { throw .exit(3, "no answer from \(peer) within 3 s") }
+        return Array(chunk[..<n])
+    }
+
+    /// Everything until the peer closes (at most `maxResponse` bytes).
+    func receiveAll() throws(CLIError) -> [UInt8] {
+        var response: [UInt8] = []
+        while response.count < Self.maxResponse {
+            let chunk = try receive()
+            if chunk.isEmpty { break }
+            response += chunk
+        }
+        return response
     }
 }

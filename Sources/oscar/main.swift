@@ -80,8 +80,13 @@ let usage = """
                                       peers check
       oscar certs show FILE           a certificate's subject, issuer, validity, SANs and
                                       SHA-256 fingerprint
-      oscar health [--http 127.0.0.1:8080]
+      oscar health [--http 127.0.0.1:8080] [--tls-cert F --tls-key F --tls-ca F]
                                       GET /health on a node's management port; exit 0 when up
+                                      (over TLS when the node runs it: these flags, else
+                                      OSCAR_TLS_CERT/KEY/CA)
+      oscar get PATH [--http 127.0.0.1:8080] [--secret-file F | --dir D] [--tls-...]
+                                      a management read (/members, /metrics) signed with the
+                                      cluster secret, as an endpoint beyond loopback requires
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
                                       membership on the deterministic simulator: convergence,
                                       detection, false positives under loss, gossip load
@@ -195,7 +200,9 @@ do throws(CLIError) {
     case "tell":
         try await NetworkCommands.tell(&args)
     case "health":
-        try HealthCommand.run(&args)
+        try ManagementCommands.health(&args)
+    case "get":
+        try ManagementCommands.get(&args)
     case "cluster":
         try await ClusterCommand.run(&args)
     case "simulate":

@@ -184,7 +184,11 @@ final class BlobActor: Reactor {
         #expect(await refused(a, b, atLeast: 2))
         #expect((try await a.membership()).members.count == 1)
         #expect((try await b.membership()).members.allSatisfy { $0.node.port == b.address.port })
-        let metrics = try await MembershipTests.get("/metrics", port: try #require(a.managementPort)).body
+        // The management endpoint runs TLS too: asked with a certificate.
+        let metrics = try await ManagementAccessTests.tls(
+            ManagementAccessTests.get("/metrics"), port: try #require(a.managementPort),
+            credentials: try pki.issue("cli").load()
+        ).get()
         let counted = metrics.split(separator: "\n").first { $0.hasPrefix("oscar_tls_refused_total ") }
         #expect(counted.flatMap { Int($0.split(separator: " ")[1]) }.map { $0 >= 2 } == true, "\(metrics)")
     }

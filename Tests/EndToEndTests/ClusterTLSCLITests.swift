@@ -9,13 +9,17 @@ import Testing
 /// certificate completing a handshake that shows the node's chain.
 @Suite(.serialized, .timeLimit(.minutes(6))) struct ClusterTLSCLITests {
     @Test func aTLSClusterConvergesAnswersItsCLIAndRefusesStrangers() async throws {
-        let base = try #require(ClusterCLITests.freeRange(3))
+        let base = try #require(ClusterCLITests.freeRange(6))
+        let httpBase = base + 3
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("oscar-tls-\(base)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let echo = "oscar://127.0.0.1:\(base + 1)/user/echo"
         do {
             let up = try await OscarProcess.run(
-                ["cluster", "up", "--tls", "--nodes", "3", "--base-port", "\(base)", "--dir", dir],
+                [
+                    "cluster", "up", "--tls", "--nodes", "3", "--base-port", "\(base)", "--http-base-port",
+                    "\(httpBase)", "--dir", dir,
+                ],
                 timeout: .seconds(90))
             #expect(up.status == 0 && up.stdout.contains("cluster converged"), "\(up.stdout)\(up.stderr)")
 
@@ -45,9 +49,21 @@ import Testing
                 ], secret: "")
             #expect(stranger.status != 0, "a foreign certificate was answered: \(stranger.stdout)")
 
+            // The management endpoint speaks TLS too: `oscar health` with
+            // the CLI's certificate is answered; without TLS, it is told to
+            // use it.
+            let tls = dir + "/tls"
+            let certificate = [
+                "--tls-cert", tls + "/cli.pem", "--tls-key", tls + "/cli.key", "--tls-ca", tls + "/ca.pem",
+            ]
+            let health = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase)"] + certificate)
+            #expect(health.status == 0 && health.stdout.contains("up"), "\(health.stdout)\(health.stderr)")
+            let plainHealth = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase + 1)"], secret: "")
+            #expect(plainHealth.status != 0, "\(plainHealth.stdout)")
+            #expect(plainHealth.stdout.contains("https://"), "\(plainHealth.stdout)\(plainHealth.stderr)")
+
             // The standard tool, with the CLI's certificate: a verified
             // TLS 1.3 handshake that shows the node's chain.
-            let tls = dir + "/tls"
             let sClient = try await offThePool {
                 try OpenSSLTool.run([
                     "s_client", "-connect", "127.0.0.1:\(base)", "-tls1_3", "-showcerts", "-verify_return_error",
