@@ -87,27 +87,11 @@ enum ManagementCommands {
         _ method: String, _ path: String, headers: [String: String] = [:], body: String = "", from target: NodeAddress,
         tls: ClusterNode.Settings.TLS? = nil
     ) throws(CLIError) -> String {
-        var hints = addrinfo()
-        hints.ai_family = AF_INET
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var info: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(target.host, "\(target.port)", &hints, &info) == 0, let first = info else {
-            throw .exit(4, "cannot resolve \(target.host)")
-        }
-        defer { freeaddrinfo(info) }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw .failed("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 3, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else {
-            throw .exit(4, "cannot connect to \(target): \(String(cString: strerror(errno)))")
-        }
+        let socket = try BlockingSocket(connectingTo: target)
+        defer { socket.close() }
         var head = "\(method) \(path) HTTP/1.0\r\nHost: \(target)\r\nContent-Length: \(body.utf8.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
         let request = Array((head + "\r\n" + body).utf8)
-        let socket = BlockingSocket(fd: fd, peer: target)
         let response: [UInt8]
         if let tls {
             response = try TLSExchange.run(request, over: socket, tls: tls)
@@ -116,42 +100,5 @@ enum ManagementCommands {
             response = try socket.receiveAll()
         }
         return String(decoding: response, as: UTF8.self)
-    }
-}
-
-/// A connected socket with send and receive timeouts, as the CLI's one-shot
-/// HTTP requests use it.
-struct BlockingSocket {
-    let fd: Int32
-    let peer: NodeAddress
-    /// A response larger than this is cut here.
-    static let maxResponse = 1 << 20
-
-    func send(_ bytes: [UInt8]) throws(CLIError) {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { throw .exit(4, "cannot send to \(peer)") }
-            sent += n
-        }
-    }
-
-    /// One read: empty at the end of the stream.
-    func receive() throws(CLIError) -> [UInt8] {
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        let n = recv(fd, &chunk, chunk.count, 0)
-        if n < 0 { throw .exit(3, "no answer from \(peer) within 3 s") }
-        return Array(chunk[..<n])
-    }
-
-    /// Everything until the peer closes (at most `maxResponse` bytes).
-    func receiveAll() throws(CLIError) -> [UInt8] {
-        var response: [UInt8] = []
-        while response.count < Self.maxResponse {
-            let chunk = try receive()
-            if chunk.isEmpty { break }
-            response += chunk
-        }
-        return response
     }
 }
