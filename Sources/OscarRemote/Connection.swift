@@ -324,16 +324,23 @@ package final class Connection: @unchecked Sendable {
         }
         ciphertextSeen = true
         guard let tls, state != .closed else { return }
-        let plaintext: [UInt8]
         do throws(TLSError) {
-            plaintext = try tls.receive(bytes)
+            // Each record's plaintext straight from the session's buffer to
+            // the frame buffer; the preamble and handshake start before the
+            // first (it may come in the read that ends TLS's handshake).
+            try tls.receive(bytes) { plaintext in
+                if !handshakeStarted {
+                    writeCiphertext()
+                    startHandshake()
+                }
+                deliver(plaintext)
+            }
         } catch {
             writeCiphertext()  // the alert telling the peer why
             return error == .closed ? close("the peer closed the connection") : tlsFailed(error.description)
         }
         writeCiphertext()
         if tls.isHandshakeComplete, !handshakeStarted { startHandshake() }
-        plaintext.withUnsafeBytes { deliver($0) }
         if tls.failure == .closed { close("the peer closed the connection") }
     }
 
@@ -354,9 +361,7 @@ package final class Connection: @unchecked Sendable {
     /// What the session has for the socket, written now (after every event,
     /// a failing one included: then it is the alert).
     private func writeCiphertext() {
-        guard let tls else { return }
-        let ciphertext = tls.takeCiphertext()
-        ciphertext.withUnsafeBytes { _ = writeToSocket($0) }
+        tls?.withCiphertext { _ = writeToSocket($0) }
     }
 
     /// Encrypts `bytes` and writes the records; false if that failed (the

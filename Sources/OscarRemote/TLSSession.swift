@@ -66,6 +66,8 @@ package final class TLSSession {
     /// Ciphertext for the peer, owned by `ssl`.
     private let output: OpaquePointer
     private var outbox: [UInt8] = []
+    /// An emptied outbox whose capacity is reused (`withCiphertext`).
+    private var spareOutbox: [UInt8] = []
     /// Where `SSL_read` decrypts to (one record).
     private var scratch = [UInt8](repeating: 0, count: 16 * 1024)
 
@@ -148,8 +150,25 @@ package final class TLSSession {
     /// answers are then in `takeCiphertext()`). Plaintext followed by the
     /// peer's close_notify is returned, and `failure` is then `.closed`.
     package func receive(_ ciphertext: UnsafeRawBufferPointer) throws(TLSError) -> [UInt8] {
-        if let failure { throw failure }
         var plaintext: [UInt8] = []
+        try receive(ciphertext) { plaintext += $0 }
+        return plaintext
+    }
+
+    package func receive(_ ciphertext: [UInt8]) throws(TLSError) -> [UInt8] {
+        try ciphertext.withUnsafeBytes { bytes in Result { () throws(TLSError) in try receive(bytes) } }.get()
+    }
+
+    /// As `receive(_:)`, handing each record's plaintext to `deliver` as it
+    /// is decrypted, borrowed for the call, so a read makes no array (the
+    /// connection's path: a round trip's latency pays for every copy).
+    /// `deliver` may send on this session. Plaintext followed by the peer's
+    /// close_notify is delivered, and `failure` is then `.closed`.
+    package func receive(
+        _ ciphertext: UnsafeRawBufferPointer, deliver: (UnsafeRawBufferPointer) -> Void
+    ) throws(TLSError) {
+        if let failure { throw failure }
+        var delivered = false
         var offset = 0
         repeat {
             let slice = min(Self.inputSlice, ciphertext.count - offset)
@@ -162,13 +181,8 @@ package final class TLSSession {
                 offset += slice
             }
             if !isHandshakeComplete { try advance() }
-            if isHandshakeComplete { try decrypt(into: &plaintext) }
+            if isHandshakeComplete { try decrypt(delivered: &delivered, deliver) }
         } while offset < ciphertext.count && failure == nil
-        return plaintext
-    }
-
-    package func receive(_ ciphertext: [UInt8]) throws(TLSError) -> [UInt8] {
-        try ciphertext.withUnsafeBytes { bytes in Result { () throws(TLSError) in try receive(bytes) } }.get()
     }
 
     /// The socket reached end of stream. Without the peer's close_notify,
@@ -223,6 +237,22 @@ package final class TLSSession {
         return outbox
     }
 
+    /// As `takeCiphertext()`, handing the bytes to `write`, borrowed for the
+    /// call, and keeping their buffer for the next time (no array per
+    /// write). `write` may use this session again: it gets a buffer of its
+    /// own meanwhile.
+    package func withCiphertext(_ write: (UnsafeRawBufferPointer) -> Void) {
+        drainOutput()
+        guard !outbox.isEmpty else { return }
+        var taken = outbox
+        outbox = spareOutbox
+        spareOutbox = []
+        taken.withUnsafeBytes(write)
+        taken.removeAll(keepingCapacity: true)
+        // Kept while it is at most a few records' worth.
+        if taken.capacity <= 2 * Self.outputSlice { spareOutbox = taken }
+    }
+
     // MARK: - OpenSSL
 
     /// Runs the handshake as far as the input allows.
@@ -247,21 +277,25 @@ package final class TLSSession {
         throw fail(classify(rc))
     }
 
-    /// Decrypts all complete records in the input BIO.
-    private func decrypt(into plaintext: inout [UInt8]) throws(TLSError) {
-        while true {
+    /// Decrypts all complete records in the input BIO, each to `deliver`.
+    private func decrypt(delivered: inout Bool, _ deliver: (UnsafeRawBufferPointer) -> Void) throws(TLSError) {
+        while failure == nil {
             OpenSSLError.clear()
             var count = 0
             let rc = scratch.withUnsafeMutableBytes { SSL_read_ex(ssl, $0.baseAddress, $0.count, &count) }
             if rc == 1 {
-                plaintext += scratch[..<count]
+                delivered = true
+                scratch.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                // Nothing buffered and nothing more to read: done, without
+                // the call that would only say so (`SSL_ERROR_WANT_READ`).
+                if BIO_ctrl_pending(input) == 0, SSL_has_pending(ssl) == 0 { return }
                 continue
             }
             if SSL_get_error(ssl, rc) == SSL_ERROR_WANT_READ { return }
             let error = classify(rc)
             // The peer's last records and its close_notify often arrive in
             // one read: hand out the records, and throw `.closed` next time.
-            if error == .closed, !plaintext.isEmpty {
+            if error == .closed, delivered {
                 _ = fail(error)
                 return
             }
