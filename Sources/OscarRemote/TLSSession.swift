@@ -86,6 +86,7 @@ package final class TLSSession {
             throw .handshakeFailed("cannot create a memory BIO")
         }
         SSL_set_bio(ssl, input, output)
+        SSL_set_read_ahead(ssl, 1)
         self.ssl = ssl
         self.input = input
         self.output = output
