@@ -143,13 +143,6 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
 
     /// `uv_run` that polls without blocking while work keeps arriving, and
     /// blocks once nothing has happened for `spin` nanoseconds.
-    ///
-    /// After blocking, the loop spins again only when the block was short
-    /// (at most `spin`): work arriving that often is an exchange the spin
-    /// serves. Work that woke the loop after a longer sleep (a heartbeat in
-    /// an idle cluster) is handled and the loop blocks again at once; a
-    /// spin there would cost `spin` of CPU per message, which 64 idle nodes
-    /// on two cores paid as most of a core.
     private func runSpinning() {
         var lastActive = uv_hrtime()
         var seen = activity
@@ -161,9 +154,7 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                 lastActive = now
             } else if now &- lastActive > spin {
                 uv_run(uvLoop, UV_RUN_ONCE)
-                let woke = uv_hrtime()
-                // A long sleep: count the spin as spent already.
-                lastActive = woke &- now <= spin ? woke : woke &- spin &- 1
+                lastActive = uv_hrtime()
                 seen = activity
             }
         }
