@@ -16,11 +16,12 @@ import OscarTestKit
 /// speak TLS with `--tls-cert`, `--tls-key` and `--tls-ca`, else the
 /// node's own `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA` (a
 /// container's health check runs with the node's environment), else the
-/// CLI certificate of the default local cluster when it runs TLS.
+/// CLI certificate of the `--dir` cluster (the default one without it)
+/// when it runs TLS.
 enum ManagementCommands {
     static func health(_ args: inout Arguments) throws(CLIError) {
         let target = try endpoint(&args)
-        let tls = try ClusterTLS.client(&args, dir: nil)
+        let tls = try ClusterTLS.client(&args, dir: args.option("dir"))
         try args.rejectUnknownOptions()
         let (statusLine, body) = split(try request("GET", "/health", from: target, tls: tls))
         print(body.isEmpty ? statusLine : body, terminator: body.hasSuffix("\n") ? "" : "\n")

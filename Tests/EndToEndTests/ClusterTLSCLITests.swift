@@ -50,13 +50,9 @@ import Testing
             #expect(stranger.status != 0, "a foreign certificate was answered: \(stranger.stdout)")
 
             // The management endpoint speaks TLS too: `oscar health` with
-            // the CLI's certificate is answered; without TLS, it is told to
-            // use it.
-            let tls = dir + "/tls"
-            let certificate = [
-                "--tls-cert", tls + "/cli.pem", "--tls-key", tls + "/cli.key", "--tls-ca", tls + "/ca.pem",
-            ]
-            let health = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase)"] + certificate)
+            // the CLI's certificate (found through --dir) is answered;
+            // without TLS, it is told to use it.
+            let health = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase)", "--dir", dir])
             #expect(health.status == 0 && health.stdout.contains("up"), "\(health.stdout)\(health.stderr)")
             let plainHealth = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase + 1)"], secret: "")
             #expect(plainHealth.status != 0, "\(plainHealth.stdout)")
@@ -64,6 +60,7 @@ import Testing
 
             // The standard tool, with the CLI's certificate: a verified
             // TLS 1.3 handshake that shows the node's chain.
+            let tls = dir + "/tls"
             let sClient = try await offThePool {
                 try OpenSSLTool.run([
                     "s_client", "-connect", "127.0.0.1:\(base)", "-tls1_3", "-showcerts", "-verify_return_error",
