@@ -243,13 +243,14 @@ final class HTTPConnection: StreamHandler, @unchecked Sendable {
         request = []
         let (handler, loop) = (server.handler, server.loop)
         let me = UncheckedSendable(self)
+        let headOnly = head.method == "HEAD"
         // The task prefers this loop, so the response is written on it.
         Task(executorPreference: loop.taskExecutor) {
             let response = await handler(parsed)
             if loop.inEventLoop {
-                me.value.respond(response)
+                me.value.respond(response, headOnly: headOnly)
             } else {
-                loop.execute { me.value.respond(response) }
+                loop.execute { me.value.respond(response, headOnly: headOnly) }
             }
         }
     }
@@ -260,12 +261,14 @@ final class HTTPConnection: StreamHandler, @unchecked Sendable {
         respond(ManagementRoutes.Response(status: status, contentType: "text/plain", body: text + "\n"), linger: true)
     }
 
-    private func respond(_ r: ManagementRoutes.Response, linger: Bool = false) {
+    /// `headOnly`: the answer to a HEAD, its head alone (with the length
+    /// the body would have).
+    private func respond(_ r: ManagementRoutes.Response, linger: Bool = false, headOnly: Bool = false) {
         guard let stream, !stream.isClosed else { return }
         answered = true
         lingering = linger
         stream.setDeadline(after: limits.requestTimeout)  // a client that does not read its response is dropped
-        guard stream.write(Self.encode(r)) else { return finish() }
+        guard stream.write(Self.encode(r, headOnly: headOnly)) else { return finish() }
         // Sent once the response is written: the client sees the end.
         if linger, !stream.shutdown() { finish() }
     }
@@ -275,7 +278,7 @@ final class HTTPConnection: StreamHandler, @unchecked Sendable {
         if !lingering { finish() }
     }
 
-    package static func encode(_ r: ManagementRoutes.Response) -> [UInt8] {
+    package static func encode(_ r: ManagementRoutes.Response, headOnly: Bool = false) -> [UInt8] {
         let reason =
             [
                 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
@@ -285,7 +288,7 @@ final class HTTPConnection: StreamHandler, @unchecked Sendable {
         let body = Array(r.body.utf8)
         let head =
             "HTTP/1.1 \(r.status) \(reason)\r\nContent-Type: \(r.contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-        return Array(head.utf8) + body
+        return Array(head.utf8) + (headOnly ? [] : body)
     }
 
     // MARK: - Deadline and close

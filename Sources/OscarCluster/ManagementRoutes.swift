@@ -55,8 +55,8 @@ package enum ManagementRoutes {
 
     public static func respond(_ request: Request, _ s: Snapshot) -> Response {
         let path = request.path
-        guard request.method == "GET" else {
-            return Response(status: 405, contentType: "text/plain", body: "only GET\n")
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return Response(status: 405, contentType: "text/plain", body: "only GET and HEAD\n")
         }
         switch path {
         case "/health":

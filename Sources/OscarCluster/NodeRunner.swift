@@ -152,7 +152,8 @@ extension ClusterNode {
             )
             for line in banner { print(line) }
             if let management = node.managementPort {
-                print("management: http://\(config.httpHost):\(management)/members, /health, /metrics")
+                let scheme = settings.tls == nil ? "http" : "https"
+                print("management: \(scheme)://\(config.httpHost):\(management)/members, /health, /metrics")
             }
             if config.seeds.isEmpty {
                 print("no seeds: this node forms a new cluster; others join with --seeds \(node.address)")

@@ -63,9 +63,19 @@ package final class TLSCredentials: @unchecked Sendable {
     }
 
     /// Trust without an identity: a session made from these presents no
-    /// certificate, which every node refuses. For tests of that refusal.
-    convenience init(anonymousTrusting trustedCAPEM: String) throws(TLSError) {
+    /// certificate, which every node's cluster port refuses; a management
+    /// endpoint lets such a client (a health probe) ask `/health`.
+    package convenience init(anonymousTrusting trustedCAPEM: String) throws(TLSError) {
         try self.init(certificateChainPEM: nil, privateKeyPEM: "", trustedCAPEM: trustedCAPEM, files: nil)
+    }
+
+    /// The same, the CA read from a file.
+    package convenience init(anonymousTrustingFile path: String) throws(TLSError) {
+        let pem: String
+        do { pem = try ProcessControl.readFile(path, atMost: Self.maxFileSize) } catch {
+            throw .invalidCredentials(error.description)
+        }
+        try self.init(anonymousTrusting: pem)
     }
 
     private init(

@@ -116,6 +116,10 @@ enum ClusterCommand {
         print(
             "started \(count) node\(count == 1 ? "" : "s") on ports \(basePort)...\(basePort + count - 1); logs in \(dir)"
         )
+        if let httpBase {
+            let scheme = tls ? "https" : "http"
+            print("management: \(scheme)://127.0.0.1:\(httpBase)...\(httpBase + count - 1) (node N on the Nth port)")
+        }
         try await awaitConvergence(state, dir: dir, timeout: timeout)
     }
 

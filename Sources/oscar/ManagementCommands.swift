@@ -1,6 +1,7 @@
 import Glibc
 import Oscar
 import OscarDemo
+import OscarRemote
 import OscarTestKit
 
 /// The CLI's requests to a node's management endpoint, and its one-shot
@@ -13,7 +14,9 @@ import OscarTestKit
 ///   loopback requires; prints the body, exit 0 on 200.
 ///
 /// A node with TLS serves its endpoint over TLS too. Both commands then
-/// speak TLS with `--tls-cert`, `--tls-key` and `--tls-ca`, else the
+/// speak TLS with `--tls-ca` alone (no certificate of their own: enough
+/// for `/health`, and for reads on loopback), or `--tls-cert`, `--tls-key`
+/// and `--tls-ca`, else the
 /// node's own `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA` (a
 /// container's health check runs with the node's environment), else the
 /// CLI certificate of the `--dir` cluster (the default one without it)
@@ -21,7 +24,7 @@ import OscarTestKit
 enum ManagementCommands {
     static func health(_ args: inout Arguments) throws(CLIError) {
         let target = try endpoint(&args)
-        let tls = try ClusterTLS.client(&args, dir: args.option("dir"))
+        let tls = try credentials(&args, dir: args.option("dir"))
         try args.rejectUnknownOptions()
         let (statusLine, body) = split(try request("GET", "/health", from: target, tls: tls))
         print(body.isEmpty ? statusLine : body, terminator: body.hasSuffix("\n") ? "" : "\n")
@@ -35,7 +38,7 @@ enum ManagementCommands {
         let target = try endpoint(&args)
         let dir = args.option("dir")
         let secret = try ClusterSecret.forClient(&args, dir: dir)
-        let tls = try ClusterTLS.client(&args, dir: dir)
+        let tls = try credentials(&args, dir: dir)
         try args.rejectUnknownOptions()
         let (statusLine, body) = split(
             try signedRequest("GET", path, secret: secret, from: target, tls: tls))
@@ -43,8 +46,32 @@ enum ManagementCommands {
         try requireSuccess(statusLine, body, tls: tls, failure: "refused")
     }
 
+    /// The TLS credentials of a management request: the CLI's usual ones
+    /// (`ClusterTLS.client`), or, given only a CA (`--tls-ca`, or
+    /// `OSCAR_TLS_CA` alone), trust without a certificate of our own: a
+    /// probe, which `/health` admits.
+    static func credentials(_ args: inout Arguments, dir: String?) throws(CLIError) -> TLSCredentials? {
+        var look = args
+        let (cert, key, ca) = (look.option("tls-cert"), look.option("tls-key"), look.option("tls-ca"))
+        let environment = ProcessControl.environment
+        let environmentCAAlone =
+            environment["OSCAR_TLS_CERT"] == nil && environment["OSCAR_TLS_KEY"] == nil
+            ? environment["OSCAR_TLS_CA"] : nil
+        if cert == nil, key == nil, let caAlone = ca ?? environmentCAAlone {
+            _ = args.option("tls-ca")
+            do { return try TLSCredentials(anonymousTrustingFile: caAlone) } catch {
+                throw .failed("\(error)")
+            }
+        }
+        guard let files = try ClusterTLS.client(&args, dir: dir) else { return nil }
+        do { return try files.load() } catch { throw .failed("\(error)") }
+    }
+
     private static func endpoint(_ args: inout Arguments) throws(CLIError) -> NodeAddress {
-        let text = args.option("http") ?? "127.0.0.1:8080"
+        var text = args.option("http") ?? "127.0.0.1:8080"
+        // A URL's scheme is accepted and dropped: TLS follows the credentials.
+        for scheme in ["https://", "http://"] where text.hasPrefix(scheme) { text.removeFirst(scheme.count) }
+        if text.hasSuffix("/") { text.removeLast() }
         guard let target = NodeAddress(hostPort: text) else {
             throw .usage("--http takes host:port of a management endpoint, not '\(text)'")
         }
@@ -60,12 +87,12 @@ enum ManagementCommands {
     }
 
     private static func requireSuccess(
-        _ statusLine: String, _ body: String, tls: ClusterNode.Settings.TLS?, failure: String
+        _ statusLine: String, _ body: String, tls: TLSCredentials?, failure: String
     ) throws(CLIError) {
         if tls == nil, statusLine.contains(" 400 "), body.contains("https://") {
             throw .failed(
-                "the node runs TLS: give --tls-cert, --tls-key and --tls-ca "
-                    + "(or set OSCAR_TLS_CERT, OSCAR_TLS_KEY and OSCAR_TLS_CA)")
+                "the node runs TLS: give --dir of its cluster, --tls-ca alone (a probe), or --tls-cert, "
+                    + "--tls-key and --tls-ca (or the same as OSCAR_TLS_CERT, OSCAR_TLS_KEY, OSCAR_TLS_CA)")
         }
         guard statusLine.contains(" 200 ") else { throw .failed("\(failure): \(statusLine)") }
     }
@@ -75,7 +102,7 @@ enum ManagementCommands {
     /// loopback.
     static func signedRequest(
         _ method: String, _ path: String, body: String = "", secret: String, from target: NodeAddress,
-        tls: ClusterNode.Settings.TLS? = nil
+        tls: TLSCredentials? = nil
     ) throws(CLIError) -> String {
         let headers = SignedRequest.headers(
             method: method, path: path, body: Array(body.utf8), secret: Array(secret.utf8), now: Int64(time(nil)))
@@ -86,7 +113,7 @@ enum ManagementCommands {
     /// bounded by 3 s each way; the whole response, head and body.
     static func request(
         _ method: String, _ path: String, headers: [String: String] = [:], body: String = "", from target: NodeAddress,
-        tls: ClusterNode.Settings.TLS? = nil
+        tls: TLSCredentials? = nil
     ) throws(CLIError) -> String {
         let socket = try BlockingSocket(connectingTo: target)
         defer { socket.close() }
@@ -95,7 +122,7 @@ enum ManagementCommands {
         let request = Array((head + "\r\n" + body).utf8)
         let response: [UInt8]
         if let tls {
-            response = try TLSExchange.run(request, over: socket, tls: tls)
+            response = try TLSExchange.run(request, over: socket, credentials: tls)
         } else {
             try socket.send(request)
             response = try socket.receiveAll()

@@ -4,16 +4,17 @@ import OscarRemote
 /// One request and its response over TLS on a blocking socket, for the
 /// CLI's one-shot HTTPS requests: Oscar's sans-I/O `TLSSession`, its
 /// ciphertext moved by `BlockingSocket`. The server's certificate must
-/// chain to the CA and name the host dialled; the client presents its own.
+/// chain to the CA and name the host dialled; the client presents its own,
+/// when it has one.
 enum TLSExchange {
     static func run(
-        _ request: [UInt8], over socket: BlockingSocket, tls: ClusterNode.Settings.TLS
+        _ request: [UInt8], over socket: BlockingSocket, credentials: TLSCredentials
     ) throws(CLIError)
         -> [UInt8]
     {
         let session: TLSSession
         do {
-            session = try TLSSession(credentials: tls.load(), role: .client(serverHost: socket.peer.host))
+            session = try TLSSession(credentials: credentials, role: .client(serverHost: socket.peer.host))
         } catch {
             throw .failed("TLS to \(socket.peer): \(error)")
         }

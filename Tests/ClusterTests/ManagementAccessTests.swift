@@ -147,6 +147,9 @@ import Testing
             })
         let refused = try await Self.tls(Self.get("/members"), port: port, credentials: anonymous).get()
         #expect(ManagementClient.status(refused) == 401, "\(refused)")
+        let head = try await Self.tls("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n", port: port, credentials: anonymous)
+            .get()
+        #expect(ManagementClient.status(head) == 200 && head.hasSuffix("\r\n\r\n"), "a head, no body: \(head)")
 
         // A certificate from another CA is refused at the handshake.
         let strangers = try TLSClusterTests.PKI("management-stranger")

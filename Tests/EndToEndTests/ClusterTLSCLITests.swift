@@ -22,6 +22,7 @@ import Testing
                 ],
                 timeout: .seconds(90))
             #expect(up.status == 0 && up.stdout.contains("cluster converged"), "\(up.stdout)\(up.stderr)")
+            #expect(up.stdout.contains("management: https://127.0.0.1:\(httpBase)..."), "\(up.stdout)")
 
             // The CLI's certificate, found through --dir.
             let asked = try await OscarProcess.run(["ask", echo, "Echo", #"{"text":"tls"}"#, "--dir", dir], secret: "")
@@ -54,6 +55,9 @@ import Testing
             // without TLS, it is told to use it.
             let health = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase)", "--dir", dir])
             #expect(health.status == 0 && health.stdout.contains("up"), "\(health.stdout)\(health.stderr)")
+            let probe = try await OscarProcess.run(
+                ["health", "--http", "https://127.0.0.1:\(httpBase + 2)", "--tls-ca", dir + "/tls/ca.pem"], secret: "")
+            #expect(probe.status == 0 && probe.stdout.contains("up"), "no certificate: \(probe.stdout)\(probe.stderr)")
             let plainHealth = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(httpBase + 1)"], secret: "")
             #expect(plainHealth.status != 0, "\(plainHealth.stdout)")
             #expect(plainHealth.stdout.contains("https://"), "\(plainHealth.stdout)\(plainHealth.stderr)")
