@@ -4,7 +4,8 @@
 # runs the commands of its README: a cluster of three of its nodes under
 # `oscar cluster up --exec`, tells and asks from the CLI to its actor, pool,
 # cluster singleton and distributed actor, a node killed and one added,
-# `cluster down`; then a short `oscar chaos --exec` run with its own workload
+# `cluster down`; the same binary as a TLS cluster asked from the CLI and
+# probed over HTTPS; then a short `oscar chaos --exec` run with its own workload
 # and checker. Exits non-zero at the first answer that is not the README's,
 # or when the chaos run fails a check.
 #
@@ -23,6 +24,7 @@ chaos_binary=$PWD/Examples/Inventory/.build/debug/inventory-chaos-node
 dir=$(mktemp -d /tmp/oscar-inventory.XXXXXX)
 base=${OSCAR_EXAMPLE_BASE_PORT:-7600}
 cleanup() {
+  "$oscar" cluster down --dir "$dir/tls-cluster" >/dev/null 2>&1 || true
   "$oscar" cluster down --dir "$dir" >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
@@ -82,6 +84,19 @@ done
 "$oscar" cluster add --dir "$dir" --timeout 60s
 "$oscar" cluster status --dir "$dir"
 "$oscar" cluster down --dir "$dir"
+
+echo "== the same binary over TLS: cluster up --tls, the CLI's certificate, the management endpoint over HTTPS"
+tls_dir=$dir/tls-cluster
+"$oscar" cluster up --file Examples/Inventory/oscar-cluster.json --tls --nodes 2 --dir "$tls_dir" \
+  --base-port "$((base + 10))" --http-base-port "$((base + 20))"
+t0=oscar://127.0.0.1:$((base + 10))
+expect "tell over TLS" "sent AddStock to $t0/user/inventory" \
+  "$oscar" tell --dir "$tls_dir" "$t0/user/inventory" AddStock '{"sku":"pear","count":2}'
+expect "ask over TLS" "2" "$oscar" ask --dir "$tls_dir" "$t0/user/inventory" GetStock '{"sku":"pear"}'
+expect "health over HTTPS" "{\"node\":\"127.0.0.1:$((base + 10))\",\"status\":\"up\"}" \
+  "$oscar" health --dir "$tls_dir" --http "127.0.0.1:$((base + 20))"
+"$oscar" cluster down --dir "$tls_dir"
+
 echo "== oscar chaos --exec: the nemesis, the generic checks and the application's own"
 "$oscar" chaos --nodes 3 --duration 20s --seed 2 --report "$dir/chaos" --exec "$chaos_binary" | tail -16
 echo "example-inventory: every answer was the README's, and the chaos run passed"

@@ -19,12 +19,12 @@ import OscarTestKit
 /// and `--tls-ca`, else the
 /// node's own `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA` (a
 /// container's health check runs with the node's environment), else the
-/// CLI certificate of the `--dir` cluster (the default one without it)
+/// CLI certificate of the `--dir` (or `--file`) cluster (the default one)
 /// when it runs TLS.
 enum ManagementCommands {
     static func health(_ args: inout Arguments) throws(CLIError) {
         let target = try endpoint(&args)
-        let tls = try credentials(&args, dir: args.option("dir"))
+        let tls = try credentials(&args, dir: NetworkCommands.clusterDirectory(&args))
         try args.rejectUnknownOptions()
         let (statusLine, body) = split(try request("GET", "/health", from: target, tls: tls))
         print(body.isEmpty ? statusLine : body, terminator: body.hasSuffix("\n") ? "" : "\n")
@@ -36,7 +36,7 @@ enum ManagementCommands {
             throw .usage("oscar get takes one path, such as /members or /metrics")
         }
         let target = try endpoint(&args)
-        let dir = args.option("dir")
+        let dir = try NetworkCommands.clusterDirectory(&args)
         let secret = try ClusterSecret.forClient(&args, dir: dir)
         let tls = try credentials(&args, dir: dir)
         try args.rejectUnknownOptions()

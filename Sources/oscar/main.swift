@@ -80,12 +80,12 @@ let usage = """
                                       peers check
       oscar certs show FILE           a certificate's subject, issuer, validity, SANs and
                                       SHA-256 fingerprint
-      oscar health [--http 127.0.0.1:8080] [--dir D | --tls-ca F [--tls-cert F --tls-key F]]
+      oscar health [--http 127.0.0.1:8080] [--dir D | --file F | --tls-ca F [--tls-cert F --tls-key F]]
                                       GET /health on a node's management port; exit 0 when up
                                       (over TLS when the node runs it: these flags, else
                                       OSCAR_TLS_CERT/KEY/CA, else D's CLI certificate;
                                       --tls-ca alone: no certificate of its own, as a probe)
-      oscar get PATH [--http 127.0.0.1:8080] [--secret-file F | --dir D] [--tls-...]
+      oscar get PATH [--http 127.0.0.1:8080] [--secret-file F | --dir D | --file F] [--tls-...]
                                       a management read (/members, /metrics) signed with the
                                       cluster secret, as an endpoint beyond loopback requires
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
