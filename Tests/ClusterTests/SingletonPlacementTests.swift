@@ -32,7 +32,7 @@ import Testing
         }
         singleton.apply(view: [me(.up), Self.older(.exiting)])
         #expect(singleton.isHosting, "the older member is exiting")
-        #expect(await eventually(timeout: .seconds(10)) { census.starts == 1 })
+        #expect(await eventually(timeout: .seconds(30)) { census.starts == 1 })
 
         // Against the rule an older member is up again: the instance stops
         // rather than run beside it.
@@ -40,9 +40,12 @@ import Testing
         #expect(!singleton.isHosting)
         singleton.apply(view: [me(.up)])
         #expect(singleton.isHosting, "the older member is removed")
+        // The instance starts on its loop; a stop that came first would
+        // rightly leave it unstarted, so wait for it before leaving.
+        #expect(await eventually(timeout: .seconds(30)) { census.starts == 2 }, "\(census.history)")
         singleton.apply(view: [me(.leaving)])
         #expect(!singleton.isHosting, "this node leaves")
-        #expect(await eventually(timeout: .seconds(10)) { census.running == 0 })
+        #expect(await eventually(timeout: .seconds(30)) { census.running == 0 })
         #expect(census.starts == 2 && census.most == 1, "\(census.history)")
     }
 }
