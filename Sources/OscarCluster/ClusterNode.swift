@@ -283,16 +283,10 @@ public final class ClusterNode: Sendable {
         if let httpPort = settings.httpPort {
             let secret = transport.secret
             let transport = self.transport
-            let tls = transport.settings.tls.map { _ in
-                StreamTLS(
-                    credentials: { transport.currentTLSCredentials },
-                    plaintextRefusal: HTTPConnection.encode(
-                        ManagementRoutes.Response(
-                            status: 400, contentType: "text/plain",
-                            body: "this node runs TLS, and so does its management endpoint: use https://\n")))
-            }
+            let current: @Sendable () -> TLSCredentials? = { transport.currentTLSCredentials }
             let server = try HTTPServer(
-                host: settings.httpHost, port: httpPort, limits: settings.httpLimits, tls: tls, loop: transport.ioLoop
+                host: settings.httpHost, port: httpPort, limits: settings.httpLimits,
+                tlsCredentials: transport.settings.tls == nil ? nil : current, loop: transport.ioLoop
             ) {
                 [weak self] request in
                 await self?.management(request, secret: secret)

@@ -75,8 +75,8 @@ final class HTTPServer: StreamServerDelegate, @unchecked Sendable {
     static let refusalLogInterval = Duration.seconds(10)
 
     init(
-        host: String, port: Int, limits: ManagementLimits = ManagementLimits(), tls: StreamTLS? = nil,
-        loop: EventLoop, handler: @escaping Handler
+        host: String, port: Int, limits: ManagementLimits = ManagementLimits(),
+        tlsCredentials: (@Sendable () -> TLSCredentials?)? = nil, loop: EventLoop, handler: @escaping Handler
     ) throws(TransportError) {
         let limits = limits.validated
         // Over the limit a client is accepted (so it leaves the kernel's
@@ -85,6 +85,16 @@ final class HTTPServer: StreamServerDelegate, @unchecked Sendable {
         let refusal = HTTPConnection.encode(
             ManagementRoutes.Response(status: 503, contentType: "text/plain", body: "too many management connections\n")
         )
+        // With TLS (the node's current credentials, so a reload applies to
+        // new connections), a plaintext client is told so in plaintext.
+        let tls = tlsCredentials.map { credentials in
+            StreamTLS(
+                credentials: credentials,
+                plaintextRefusal: HTTPConnection.encode(
+                    ManagementRoutes.Response(
+                        status: 400, contentType: "text/plain",
+                        body: "this node runs TLS, and so does its management endpoint: use https://\n")))
+        }
         let server = try StreamServer(
             host: host, port: port, maxConnections: limits.maxConnections, refusal: refusal,
             name: "management endpoint", tls: tls, loop: loop)

@@ -130,10 +130,16 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     /// `streamWrote` follows when they are written. False if libuv (or the
     /// TLS session) refused them.
     package func write(_ bytes: [UInt8]) -> Bool {
-        guard !isClosed, !bytes.isEmpty else { return false }
-        guard let tls else { return queue(bytes, report: true) }
-        do throws(TLSError) { try tls.send(bytes) } catch { return false }
-        return queue(tls.takeCiphertext(), report: true)
+        guard !isClosed, !bytes.isEmpty, let wire = onTheWire(bytes) else { return false }
+        return queue(wire, report: true)
+    }
+
+    /// `bytes` as the socket must carry them: themselves, or with TLS their
+    /// records (nil when the session refused them).
+    private func onTheWire(_ bytes: [UInt8]) -> [UInt8]? {
+        guard let tls else { return bytes }
+        do throws(TLSError) { try tls.send(bytes) } catch { return nil }
+        return tls.takeCiphertext()
     }
 
     private func queue(_ bytes: [UInt8], report: Bool) -> Bool {
@@ -155,10 +161,8 @@ package final class StreamConnection: @unchecked Sendable, TimerEntry {
     /// Writes what the socket takes at once, without queueing: for a last
     /// word just before closing, which must not hold the connection open.
     package func tryWrite(_ bytes: [UInt8]) {
-        guard !isClosed else { return }
-        guard let tls else { return Self.tryWrite(bytes, to: stream) }
-        do throws(TLSError) { try tls.send(bytes) } catch { return }
-        Self.tryWrite(tls.takeCiphertext(), to: stream)
+        guard !isClosed, let wire = onTheWire(bytes) else { return }
+        Self.tryWrite(wire, to: stream)
     }
 
     static func tryWrite(_ bytes: [UInt8], to stream: UnsafeMutablePointer<uv_stream_t>) {

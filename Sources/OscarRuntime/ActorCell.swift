@@ -97,12 +97,19 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     package var ref: ActorRef { ActorRef(address: address, target: self) }
 
-    /// Called by a reaction that finished, just before it sends its reply.
-    /// The asker may act on that reply (ask again) before this reaction's
-    /// bookkeeping ends; a pool routing the next ask must already see this
-    /// actor free, or asks made one after another would grow the pool. Only
-    /// the `load` hint changes: `beginReaction` sets it again for the next
-    /// message, and queued messages count in `load` on their own.
+    /// A finished reaction's reply, when it was asked for. The actor is
+    /// marked free first: the asker may act on the reply (ask again) before
+    /// this reaction's bookkeeping ends, and a pool routing that next ask
+    /// must already see this actor free, or asks made one after another
+    /// would grow the pool.
+    @inlinable package func answer<R: Encodable & Sendable>(_ reply: (any ReplyTarget)?, with value: R) {
+        guard let reply else { return }
+        freeBeforeReply()
+        reply.succeed(value)
+    }
+
+    /// Only the `load` hint changes: `beginReaction` sets it again for the
+    /// next message, and queued messages count in `load` on their own.
     @usableFromInline package func freeBeforeReply() {
         if loop.inEventLoop, local.isEmpty, !stopRequested { active.store(false, ordering: .relaxed) }
     }

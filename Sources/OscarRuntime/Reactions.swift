@@ -51,10 +51,7 @@ public struct Reactions<A: Reactor> {
                 return .failed
             }
             if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
-            if let reply {
-                cell.freeBeforeReply()
-                reply.succeed(Done())
-            }
+            cell.answer(reply, with: Done())
             return .finished
         }
     }
@@ -76,10 +73,7 @@ public struct Reactions<A: Reactor> {
                 return .failed
             }
             if cell.stashRequested { return cell.keepStashed(message, reply: reply) }
-            if let reply {
-                cell.freeBeforeReply()
-                reply.succeed(value)
-            }
+            cell.answer(reply, with: value)
             return .finished
         }
     }
@@ -101,9 +95,8 @@ public struct Reactions<A: Reactor> {
                     let value = try await job.value.run(message)
                     if cell.stashRequested {
                         _ = cell.keepStashed(message, reply: reply)
-                    } else if let reply {
-                        cell.freeBeforeReply()
-                        reply.succeed(value)
+                    } else {
+                        cell.answer(reply, with: value)
                     }
                     cell.futureFinished()
                 } catch {

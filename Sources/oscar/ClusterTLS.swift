@@ -77,13 +77,28 @@ enum ClusterTLS {
     /// `OSCAR_TLS_CERT`, `OSCAR_TLS_KEY` and `OSCAR_TLS_CA`, a node's
     /// settings, when all three are set.
     static func environment() throws(CLIError) -> ClusterNode.Settings.TLS? {
-        let names = ["OSCAR_TLS_CERT", "OSCAR_TLS_KEY", "OSCAR_TLS_CA"]
-        let values = names.compactMap { getenv($0).map { String(cString: $0) } }
-        switch values.count {
-        case 0: return nil
-        case 3: return .init(certificateFile: values[0], privateKeyFile: values[1], caFile: values[2])
-        default: throw .usage("set \(names.joined(separator: ", ")) together, or none of them")
+        switch environmentFiles() {
+        case (nil, nil, nil): return nil
+        case (let cert?, let key?, let ca?): return .init(certificateFile: cert, privateKeyFile: key, caFile: ca)
+        default: throw .usage("set OSCAR_TLS_CERT, OSCAR_TLS_KEY, OSCAR_TLS_CA together, or none of them")
         }
+    }
+
+    /// The CA file when it is given without a certificate and key
+    /// (`--tls-ca` alone, else `OSCAR_TLS_CA` alone): a client that checks
+    /// the node's certificate and presents none, as a health probe does.
+    static func caAlone(_ args: inout Arguments) -> String? {
+        var look = args
+        guard look.option("tls-cert") == nil, look.option("tls-key") == nil else { return nil }
+        if let ca = args.option("tls-ca") { return ca }
+        let environment = environmentFiles()
+        return environment.cert == nil && environment.key == nil ? environment.ca : nil
+    }
+
+    /// The node's TLS variables, each nil when unset.
+    private static func environmentFiles() -> (cert: String?, key: String?, ca: String?) {
+        func value(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        return (value("OSCAR_TLS_CERT"), value("OSCAR_TLS_KEY"), value("OSCAR_TLS_CA"))
     }
 
     /// The CLI certificate of the cluster in `dir`, when `oscar cluster up

@@ -51,17 +51,8 @@ enum ManagementCommands {
     /// `OSCAR_TLS_CA` alone), trust without a certificate of our own: a
     /// probe, which `/health` admits.
     static func credentials(_ args: inout Arguments, dir: String?) throws(CLIError) -> TLSCredentials? {
-        var look = args
-        let (cert, key, ca) = (look.option("tls-cert"), look.option("tls-key"), look.option("tls-ca"))
-        let environment = ProcessControl.environment
-        let environmentCAAlone =
-            environment["OSCAR_TLS_CERT"] == nil && environment["OSCAR_TLS_KEY"] == nil
-            ? environment["OSCAR_TLS_CA"] : nil
-        if cert == nil, key == nil, let caAlone = ca ?? environmentCAAlone {
-            _ = args.option("tls-ca")
-            do { return try TLSCredentials(anonymousTrustingFile: caAlone) } catch {
-                throw .failed("\(error)")
-            }
+        if let ca = ClusterTLS.caAlone(&args) {
+            do { return try TLSCredentials(anonymousTrustingFile: ca) } catch { throw .failed("\(error)") }
         }
         guard let files = try ClusterTLS.client(&args, dir: dir) else { return nil }
         do { return try files.load() } catch { throw .failed("\(error)") }

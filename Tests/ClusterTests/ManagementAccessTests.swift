@@ -100,21 +100,14 @@ import Testing
         try await offThePool {
             let client = try ManagementClient(port: port, receiveTimeout: 20)
             let session = try TLSSession(credentials: credentials, role: .client(serverHost: "127.0.0.1"))
-            func readSome() -> [UInt8]? {
-                var chunk = [UInt8](repeating: 0, count: 16 << 10)
-                let n = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
-                return n > 0 ? Array(chunk[..<n]) : nil
-            }
             do throws(TLSError) {
-                client.send(session.takeCiphertext())
-                while !session.isHandshakeComplete, let bytes = readSome() {
-                    _ = try session.receive(bytes)
-                    client.send(session.takeCiphertext())
-                }
+                _ = try handshake(session, fd: client.fd) { client.send($0) }
                 try session.send(Array(request.utf8))
                 client.send(session.takeCiphertext())
                 var response: [UInt8] = []
-                while session.failure == nil, let bytes = readSome() { response += try session.receive(bytes) }
+                while session.failure == nil, let bytes = readSome(client.fd) {
+                    response += try session.receive(bytes)
+                }
                 return .success(String(decoding: response, as: UTF8.self))
             } catch {
                 return error == .closed ? .success("") : .failure(error)

@@ -16,6 +16,25 @@ final class BlobActor: Reactor {
     static func reactions(_ r: inout Reactions<BlobActor>) { r.on(Blob.self, result: { _, m in m }) }
 }
 
+/// What arrives on a blocking socket: nil at the end of the stream or a
+/// timeout.
+func readSome(_ fd: Int32) -> [UInt8]? {
+    var chunk = [UInt8](repeating: 0, count: 16 << 10)
+    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+    return n > 0 ? Array(chunk[..<n]) : nil
+}
+
+/// Runs a client `session`'s TLS handshake by hand over the blocking socket
+/// `fd` (sending with `send`); whether it completed.
+func handshake(_ session: TLSSession, fd: Int32, send: ([UInt8]) -> Void) throws(TLSError) -> Bool {
+    send(session.takeCiphertext())
+    while !session.isHandshakeComplete, let bytes = readSome(fd) {
+        _ = try session.receive(bytes)
+        send(session.takeCiphertext())
+    }
+    return session.isHandshakeComplete
+}
+
 /// TLS on the cluster port, over real sockets on 127.0.0.1: a CA and node
 /// certificates made in a temporary directory, nodes that form a cluster
 /// through TLS, and the peers they refuse, with the reason on both sides
@@ -268,21 +287,10 @@ final class BlobActor: Reactor {
             let credentials = try intruder.load()
             let session = try TLSSession(credentials: credentials, role: .client(serverHost: "127.0.0.1"))
             let peer = try RawPeer(port: port)
-            /// Reads what arrives (nil at the end of the stream or a timeout).
-            func readSome() -> [UInt8]? {
-                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-                let n = chunk.withUnsafeMutableBytes { recv(peer.fd, $0.baseAddress, $0.count, 0) }
-                return n > 0 ? Array(chunk[..<n]) : nil
-            }
-            peer.send(session.takeCiphertext())
-            while !session.isHandshakeComplete, let bytes = readSome() {
-                _ = try session.receive(bytes)
-                peer.send(session.takeCiphertext())
-            }
-            guard session.isHandshakeComplete else { return false }
+            guard try handshake(session, fd: peer.fd, send: peer.send) else { return false }
             try session.send(Handshake.preamble + [0xff, 0xff, 0xff, 0xff])
             peer.send(session.takeCiphertext())
-            while readSome() != nil {}  // the node's preamble, then the end
+            while readSome(peer.fd) != nil {}  // the node's preamble, then the end
             return peer.closedByPeer()
         }
         #expect(closed)
