@@ -11,9 +11,13 @@ package enum SingletonPlacement {
     /// The member that should host: the oldest up member (lowest up number,
     /// then address), or nil while there is none.
     package static func host(in view: [Member]) -> Member? {
-        view.filter { $0.status == .up }.min {
-            ($0.upNumber, $0.node.host, $0.node.port) < ($1.upNumber, $1.node.host, $1.node.port)
-        }
+        view.filter { $0.status == .up }.min(by: isOlder)
+    }
+
+    /// Age: the lower up number, then (members promoted in the same round)
+    /// the lower address.
+    package static func isOlder(_ a: Member, than b: Member) -> Bool {
+        (a.upNumber, a.node.host, a.node.port) < (b.upNumber, b.node.host, b.node.port)
     }
 
     /// Whether `me` may run the instance: it is up, and every member that
@@ -27,7 +31,7 @@ package enum SingletonPlacement {
             return false
         }
         return !view.contains { older in
-            older.uid != me && older.upNumber > 0 && older.upNumber < mine.upNumber && older.status != .exiting
+            older.uid != me && older.upNumber > 0 && isOlder(older, than: mine) && older.status != .exiting
         }
     }
 }

@@ -45,14 +45,16 @@ struct KeepMajority {
     /// told this node so (they have stopped).
     static func decide(me: UInt64, gossip: Gossip, settled: Set<UInt64>, exited: Set<UInt64> = []) -> Decision {
         guard gossip.isConverged else { return .wait }
-        // A member promoted before every unreachable voter counts as settled
-        // even when an unreachable one never acknowledged its promotion: an
-        // unreachable voter promoted later was promoted by a leader that
-        // knew it up, so if that voter is alive on another side, its view
-        // counts it as a voter too, as a settled member's would. A kill
-        // right after a promotion (the newest member, before it acknowledged
-        // the others' promotion) then leaves the rest a majority instead of
-        // downing everyone.
+        // A member promoted no later than every unreachable voter (in an
+        // earlier round, or in the same one) counts as settled even when an
+        // unreachable one never acknowledged its promotion: an unreachable
+        // voter promoted later was promoted by a leader that knew it up, and
+        // one promoted in the same round became up in the same state, so if
+        // that voter is alive on another side, its view counts it as a voter
+        // too, as a settled member's would. A kill right after a promotion
+        // (before the killed member acknowledged the state that promoted it
+        // and the others beside it) then leaves the rest a majority instead
+        // of downing everyone.
         var firstUnreachableUp = Int.max
         for (i, m) in gossip.current.enumerated()
         where gossip.unreachableFlags[i] && m.upNumber > 0 && (m.status == .up || m.status == .leaving) {
@@ -70,7 +72,7 @@ struct KeepMajority {
                 !(m.status == .exiting && exited.contains(m.uid))
             else { continue }
             voters += 1
-            let isSettled = settled.contains(m.uid) || m.upNumber < firstUnreachableUp
+            let isSettled = settled.contains(m.uid) || m.upNumber <= firstUnreachableUp
             if !isSettled { allSettled = false }
             let isMine = (m.status == .up || m.status == .leaving) && !flagged && isSettled
             if isMine { mine += 1 }

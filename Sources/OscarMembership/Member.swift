@@ -45,8 +45,9 @@ public struct Member: Codable, Hashable, Sendable, CustomStringConvertible {
     public var status: MemberStatus
     public var roles: Set<String>
     public var appVersion: String
-    /// The order in which members became up (1 = first); 0 while joining.
-    /// The oldest up member hosts cluster singletons.
+    /// The round in which the leader promoted this member to up (1 =
+    /// first); 0 while joining. Members promoted together share it. Age is
+    /// (up number, address): the oldest up member hosts cluster singletons.
     public var upNumber: Int
 
     public init(

@@ -430,9 +430,13 @@ package struct MembershipCore: Core {
     /// promoted or let go: the voters downing counts stay as every side
     /// knows them. A downed member is removed only `removalMargin` after
     /// this node saw it down, by which time it has downed itself.
+    ///
+    /// Members promoted in one pass share one up number (a promotion
+    /// round): no view can hold one of them up without the others, which
+    /// lets keep-majority count them all once any of them is known up.
     private func leaderActions(_ s: inout State, _ out: inout [Directive]) {
         guard s.gossip.isConverged else { return }
-        var nextUp = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
+        let round = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
         let settledView = s.lastUnreachable.isEmpty
         for member in s.gossip.current {
@@ -440,8 +444,7 @@ package struct MembershipCore: Core {
             switch m.status {
             case .joining where settledView && s.gossip.isReachable(m.uid):
                 m.status = .up
-                m.upNumber = nextUp
-                nextUp += 1
+                m.upNumber = round
             case .leaving where settledView: m.status = .exiting
             case .exiting where settledView || s.exited.contains(m.uid): m.status = .removed
             case .down

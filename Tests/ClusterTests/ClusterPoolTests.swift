@@ -346,11 +346,11 @@ final class CountedSingleton: Reactor {
         }
         #expect(try await proxyOn(others[2]).ask(WhereAreYou(), timeout: .seconds(10)) == a.address.port)
 
-        // The others by age (up number): the singleton's next hosts.
+        // The others by age (up number, then address): the singleton's next hosts.
         let members = try await others[2].membership().members
         let byAge = others.sorted { n, m in
-            let up = { (x: ClusterNode) in members.first { $0.uid == x.address.uid }?.upNumber ?? 0 }
-            return up(n) < up(m)
+            let age = { (x: ClusterNode) in (members.first { $0.uid == x.address.uid }?.upNumber ?? 0, x.address.port) }
+            return age(n) < age(m)
         }
         let (second, third, last) = (byAge[0], byAge[1], byAge[2])
 

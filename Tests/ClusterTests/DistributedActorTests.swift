@@ -223,7 +223,13 @@ distributed actor Greeter {
         let b = try Self.member(seeds: [a.node.address])
         let c = try Self.member(seeds: [a.node.address])
         defer { [c, b, a].forEach { $0.shutdown() } }
-        #expect(await eventually(timeout: .seconds(15)) { await Self.upCount(a) == 3 })
+        // Every node sees all three up: c's kill below then leaves a and b a
+        // majority they can prove (docs/DOWNING.md).
+        #expect(
+            await eventually(timeout: .seconds(15)) {
+                let (byA, byB, byC) = (await Self.upCount(a), await Self.upCount(b), await Self.upCount(c))
+                return byA == 3 && byB == 3 && byC == 3
+            })
 
         var local: Greeter? = Greeter(actorSystem: a)
         let localID = local!.id

@@ -245,7 +245,9 @@ extension ClusterSimulatorTests {
         await advance(&sim, to: 4)
         for i in 1..<5 { #expect(sim.view(i).members.values.allSatisfy { $0.status == .joining }) }
         #expect(await advance(&sim, until: { allUp($0, Array(0..<5), count: 5) }, limit: 40) != nil)
+        // One cluster: only the seed became up on its own (round 1); the
+        // others were promoted into its cluster in later rounds.
         let upNumbers = sim.view(0).current.map(\.upNumber).sorted()
-        #expect(upNumbers == [1, 2, 3, 4, 5], "\(upNumbers)")
+        #expect(upNumbers.first == 1 && upNumbers.dropFirst().allSatisfy { $0 > 1 }, "\(upNumbers)")
     }
 }
