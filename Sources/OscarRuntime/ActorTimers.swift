@@ -76,6 +76,20 @@ struct TimerKey: Hashable, @unchecked Sendable {
     init(_ key: some Hashable & Sendable) { value = AnyHashable(key) }
 }
 
+/// The periodic timer whose message is being handled. A class: every
+/// reaction's end asks whether there is one, and an optional reference
+/// answers with a pointer test, where an optional holding a `TimerKey`
+/// (an `AnyHashable`, whose layout the standard library keeps opaque)
+/// needs a call through its value witnesses on every message.
+final class TickInFlight {
+    let key: TimerKey
+    let generation: UInt64
+    init(key: TimerKey, generation: UInt64) {
+        self.key = key
+        self.generation = generation
+    }
+}
+
 // MARK: - The cell's side
 
 extension ActorCell {
