@@ -51,21 +51,25 @@ extension ClusterNode.Runner {
 }
 
 /// A node in a chaos run: where its history goes, until when its workload
-/// runs, and the workload's task.
-final class ChaosNodeMode: Sendable {
-    static let options: Set<String> = ["chaos-history", "chaos-until", "chaos-seed", "chaos-check"]
+/// runs, and the workload's task. `oscar node` reads its chaos options
+/// through it too.
+package final class ChaosNodeMode: Sendable {
+    /// What a chaos run passes each node: the history file, when the
+    /// workload stops, its seed.
+    package static let runOptions: Set<String> = ["chaos-history", "chaos-until", "chaos-seed"]
+    static let options = runOptions.union(["chaos-check"])
 
-    struct Problem: Error, CustomStringConvertible {
-        let description: String
+    package struct Problem: Error, CustomStringConvertible {
+        package let description: String
     }
 
-    let recorder: ChaosRecorder
-    let until: UInt64
-    let seed: UInt64
+    package let recorder: ChaosRecorder
+    package let until: UInt64
+    package let seed: UInt64
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     /// Nil without `--chaos-history`: not a chaos run.
-    init?(_ extras: [String: String]) throws(Problem) {
+    package init?(_ extras: [String: String]) throws(Problem) {
         guard let path = extras["chaos-history"] else { return nil }
         guard let until = extras["chaos-until"].flatMap({ UInt64($0) }) else {
             throw Problem(description: "--chaos-history needs --chaos-until (monotonic nanoseconds)")

@@ -11,26 +11,30 @@ import OscarTestKit
 ///     --chaos-seed N            seeds the workload's choices
 ///     --chaos-stream-to H:P     produce the reliable stream to that node
 struct ChaosNodeOptions {
-    let recorder: ChaosRecorder
+    let mode: ChaosNodeMode
     let settings: ChaosWorkload.Settings
+    var recorder: ChaosRecorder { mode.recorder }
 
     /// The options above, which the node runner leaves to this type.
-    static let optionNames = ["chaos-history", "chaos-until", "chaos-seed", "chaos-stream-to"]
+    static let optionNames = ChaosNodeMode.runOptions.union(["chaos-stream-to"])
 
-    /// Nil when the node is not in chaos mode.
+    /// Nil when the node is not in chaos mode. The run's options are read
+    /// as an application's node reads them (`ChaosNodeMode`); the stream
+    /// target is the built-in workload's own.
     init?(_ args: inout Arguments) throws(CLIError) {
-        guard let path = args.option("chaos-history") else { return nil }
-        guard let file = FileStream.appending(path) else { throw .failed("cannot open \(path) for the history") }
-        guard let until = args.option("chaos-until").flatMap({ UInt64($0) }) else {
-            throw .usage("--chaos-history needs --chaos-until (monotonic nanoseconds)")
+        var extras: [String: String] = [:]
+        for name in ChaosNodeMode.runOptions { extras[name] = args.option(name) }
+        do {
+            guard let mode = try ChaosNodeMode(extras) else { return nil }
+            self.mode = mode
+        } catch {
+            throw .usage(error.description)
         }
-        let seed = args.option("chaos-seed").flatMap { UInt64($0) } ?? 1
-        var settings = ChaosWorkload.Settings(until: until, seed: seed)
+        var settings = ChaosWorkload.Settings(until: mode.until, seed: mode.seed)
         if let target = args.option("chaos-stream-to") {
             settings.streamTo = try NetworkCommands.nodeAddress(target, option: "chaos-stream-to")
         }
         self.settings = settings
-        recorder = ChaosRecorder { file.write($0) }
     }
 
     /// Starts recording and the workload on `node`.
