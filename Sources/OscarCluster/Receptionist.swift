@@ -17,11 +17,15 @@ public struct ReceptionistKey<M: Message>: Sendable, Hashable {
 /// and any node looks a key up or follows its listing.
 ///
 /// Each node owns its own check-ins and sends all of them, with a version,
-/// to every member whenever they change and every second (so a new member,
-/// or one that missed a message, catches up). A node keeps the newest
-/// version it got from each node, so listings converge after membership
-/// changes; a removed or downed node's check-ins leave every listing, and a
-/// local actor that stops leaves its own.
+/// to every member whenever they change, and to a member as it comes up
+/// (asking for that member's in return). A node keeps the newest version it
+/// got from each node, so listings converge after membership changes; a
+/// removed or downed node's check-ins leave every listing, and a local actor
+/// that stops leaves its own. For a message lost meanwhile (a connection
+/// cut), every second a node tells a few members, in turn, only its version;
+/// one that holds an older one asks for the check-ins. At rest that is a few
+/// small messages a node each second, whatever the cluster's size, where
+/// sending every listing to every member each second grew with its square.
 public struct Receptionist: Sendable {
     package let ref: ActorRef
     let listings: ReceptionistListings
@@ -112,7 +116,19 @@ final class ReceptionistActor: Reactor {
         package var member: NodeAddress
         package var up: Bool
     }
-    struct Push: Message {}
+    /// A node's check-in version, sent in turn to a few members a second.
+    struct Version: Message {
+        var node: NodeAddress
+        var version: Int
+    }
+    /// Asks a node for its check-ins.
+    struct Pull: Message {
+        var node: NodeAddress
+    }
+    struct Tick: Message {}
+
+    /// Members told this node's version on each tick.
+    static let versionFanout = 3
 
     private let listings: ReceptionistListings
     private let interval: Duration
@@ -123,6 +139,8 @@ final class ReceptionistActor: Reactor {
     /// Other nodes' check-ins, by uid.
     private var others: [UInt64: Entries] = [:]
     private var members: [UInt64: NodeAddress] = [:]
+    /// Where the next tick's version messages start, in `members`' uid order.
+    private var nextInTurn: UInt64 = 0
 
     init(listings: ReceptionistListings, interval: Duration) {
         self.listings = listings
@@ -166,12 +184,29 @@ final class ReceptionistActor: Reactor {
                 if m.up {
                     me.members[m.member.uid] = m.member
                     me.send(to: m.member)
+                    // Its check-ins may have come before this node knew it a
+                    // member, and been dropped.
+                    if let node = me.context?.node { me.tell(m.member, Pull(node: node)) }
                 } else {
                     me.members.removeValue(forKey: m.member.uid)
                     if me.others.removeValue(forKey: m.member.uid) != nil { me.publish() }
                 }
             })
-        r.on(Push.self, do: { me, _ in me.pushAll() })
+        r.on(
+            Version.self,
+            do: { me, m in
+                guard let from = me.members[m.node.uid], m.version > me.others[m.node.uid]?.version ?? -1,
+                    let node = me.context?.node
+                else { return }
+                me.tell(from, Pull(node: node))
+            })
+        r.on(
+            Pull.self,
+            do: { me, m in
+                guard let from = me.members[m.node.uid] else { return }
+                me.send(to: from)
+            })
+        r.on(Tick.self, do: { me, _ in me.tellVersionInTurn() })
     }
 
     package func started(_ context: ActorContext) {
@@ -188,9 +223,23 @@ final class ReceptionistActor: Reactor {
         guard let loop = EventLoop.current, let context else { return }
         let me = context.ref
         timer = loop.scheduleTimer(after: interval) { [weak self] in
-            me.tell(Push())
+            me.tell(Tick())
             self?.scheduleTick()
         }
+    }
+
+    /// Tells this node's version to the next `versionFanout` members in uid
+    /// order, so each member hears it every members/fanout ticks.
+    private func tellVersionInTurn() {
+        guard let node = context?.node, !members.isEmpty else { return }
+        let order = members.keys.sorted()
+        let start = order.firstIndex { $0 >= nextInTurn } ?? 0
+        let count = min(Self.versionFanout, order.count)
+        for i in 0..<count {
+            let uid = order[(start + i) % order.count]
+            if let member = members[uid] { tell(member, Version(node: node, version: version)) }
+        }
+        nextInTurn = order[(start + count) % order.count]
     }
 
     private func changed() {
@@ -201,12 +250,17 @@ final class ReceptionistActor: Reactor {
 
     private func pushAll() { for node in members.values { send(to: node) } }
 
+    /// Sends this node's check-ins to `node`'s receptionist.
+    private func send(to node: NodeAddress) {
+        guard let context else { return }
+        tell(node, Entries(node: context.node, version: version, entries: mine.mapValues { Array($0) }))
+    }
+
     /// Every use of the system is checked: when it is going away (it
     /// deinitialises without `shutdown()`) there is no one left to tell.
-    private func send(to node: NodeAddress) {
-        guard let context, let system = context.system else { return }
-        let entries = Entries(node: context.node, version: version, entries: mine.mapValues { Array($0) })
-        system.ref(for: ActorAddress(node: node, path: Self.path)).tell(entries)
+    private func tell<M: Message>(_ node: NodeAddress, _ message: M) {
+        guard let system = context?.system else { return }
+        system.ref(for: ActorAddress(node: node, path: Self.path)).tell(message)
     }
 
     private func publish() {

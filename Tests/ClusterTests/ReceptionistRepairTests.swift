@@ -1,0 +1,64 @@
+import Oscar
+import OscarTestSupport
+import Synchronization
+import Testing
+
+@testable import OscarCluster
+@testable import OscarRemote
+
+/// A check-in whose push was lost still reaches the other node: the
+/// version told in turn each tick shows it behind, and it pulls.
+@Suite(.timeLimit(.minutes(3))) struct ReceptionistRepairTests {
+    /// Drops every frame arriving from one node while `dropping` is set.
+    final class DropFrom: FrameFilter {
+        let dropping = Atomic<Bool>(false)
+        let node = Mutex<NodeAddress?>(nil)
+        func outboundFate(to node: NodeAddress, bytes: Int) -> FrameFate { .pass }
+        func dropsInbound(from node: NodeAddress) -> Bool {
+            dropping.load(ordering: .relaxed) && self.node.withLock { $0?.hasEndpoint(of: node) ?? false }
+        }
+    }
+
+    final class Station: Reactor {
+        static func reactions(_ r: inout Reactions<Station>) {
+            r.on(Ping.self, result: { _, _ in true })
+        }
+    }
+    struct Ping: Message {
+        typealias Reply = Bool
+    }
+    static let key = ReceptionistKey<Ping>("repaired")
+
+    @Test func aLostCheckInReachesTheOtherNodeByTheVersionItIsTold() async throws {
+        let filter = DropFrom()
+        var settingsA = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 1)
+        settingsA.frameFilter = filter
+        let a = try ClusterNode(settings: settingsA)
+        let b = try ClusterNode(
+            settings: .init(secret: "a-long-cluster-secret", loopCount: 1, seeds: [a.address]))
+        defer { [b, a].forEach { $0.shutdown() } }
+        let bothUp = await eventually(timeout: .seconds(60)) {
+            let (byA, byB) = (try? await a.membership(), try? await b.membership())
+            return [byA, byB].allSatisfy { ($0?.members ?? []).filter { $0.status == .up }.count == 2 }
+        }
+        try #require(bothUp)
+        // The receptionists have met: a check-in on b now reaches a by push.
+        let first = try b.system.spawn("first") { Station() }
+        b.receptionist.register(first, as: Self.key)
+        #expect(await eventually(timeout: .seconds(60)) { a.receptionist.lookup(Self.key).count == 1 })
+
+        // Frames from b are lost for a moment (well under failure detection):
+        // the push of the next check-in, and any version told meanwhile.
+        filter.node.withLock { $0 = b.address }
+        filter.dropping.store(true, ordering: .relaxed)
+        let second = try b.system.spawn("second") { Station() }
+        b.receptionist.register(second, as: Self.key)
+        // The check-in has been pushed (and lost) once b's listing has it.
+        #expect(await eventually(timeout: .seconds(30)) { b.receptionist.lookup(Self.key).count == 2 })
+        filter.dropping.store(false, ordering: .relaxed)
+        #expect(a.receptionist.lookup(Self.key).count == 1, "the push was dropped")
+
+        // No further change on b: only the version b tells in turn repairs a.
+        #expect(await eventually(timeout: .seconds(30)) { a.receptionist.lookup(Self.key).count == 2 })
+    }
+}
