@@ -87,7 +87,12 @@ package final class ClusterPoolRouter: MessageTarget, SystemPart, @unchecked Sen
         /// Members that may host routees, by uid.
         var hosts: [UInt64: Member] = [:]
         var routees: [Routee] = []
-        var ring = HashRing<Int>([])
+        /// The consistent-hash ring over `routees`, built when a message is
+        /// first routed by it after they changed (nil until then): building
+        /// hashes every routee at a hundred places, and membership changes
+        /// many times while a cluster forms (on every node, for every
+        /// member), where most pools never route by hash at all.
+        var ring: HashRing<Int>?
         /// Asks in flight per routee, and the trackers per node.
         var inFlight: [ActorAddress: Int] = [:]
         var trackers: [ObjectIdentifier: TrackedReply] = [:]
@@ -159,9 +164,13 @@ package final class ClusterPoolRouter: MessageTarget, SystemPart, @unchecked Sen
         }
         // Local first: ties go to this node.
         s.routees = out.filter(\.local) + out.filter { !$0.local }
-        // Hashed by "host:port/path": the same name on every node.
-        s.ring = HashRing(
-            s.routees.enumerated().map { ($0.offset, "\($0.element.address.node)\($0.element.address.path)") })
+        s.ring = nil
+    }
+
+    /// The ring over `routees`, hashed by "host:port/path": the same names on
+    /// every node.
+    private static func ring(of routees: [Routee]) -> HashRing<Int> {
+        HashRing(routees.enumerated().map { ($0.offset, "\($0.element.address.node)\($0.element.address.path)") })
     }
 
     // MARK: - Routing
@@ -245,7 +254,9 @@ package final class ClusterPoolRouter: MessageTarget, SystemPart, @unchecked Sen
         case .consistentHash where excluding == nil && key != nil && routees.count == s.routees.count:
             // The ring indexes `s.routees`; with a routee left out it would
             // point past the candidates, so that case routes `leastBusy`.
-            guard let key, let i = s.ring.member(for: key), s.routees.indices.contains(i) else { return routees.first }
+            let ring = s.ring ?? Self.ring(of: s.routees)
+            s.ring = ring
+            guard let key, let i = ring.member(for: key), s.routees.indices.contains(i) else { return routees.first }
             return s.routees[i]
         case .leastBusy, .consistentHash, .broadcast:
             // A local routee's mailbox says how busy it is, whoever sent to

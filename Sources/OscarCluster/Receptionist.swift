@@ -17,15 +17,15 @@ public struct ReceptionistKey<M: Message>: Sendable, Hashable {
 /// and any node looks a key up or follows its listing.
 ///
 /// Each node owns its own check-ins and sends all of them, with a version,
-/// to every member whenever they change, and to a member as it comes up
-/// (asking for that member's in return). A node keeps the newest version it
-/// got from each node, so listings converge after membership changes; a
-/// removed or downed node's check-ins leave every listing, and a local actor
-/// that stops leaves its own. For a message lost meanwhile (a connection
-/// cut), every second a node tells a few members, in turn, only its version;
-/// one that holds an older one asks for the check-ins. At rest that is a few
-/// small messages a node each second, whatever the cluster's size, where
-/// sending every listing to every member each second grew with its square.
+/// to every member whenever they change, and to a member as it comes up. A
+/// node keeps the newest version it got from each node, so listings converge
+/// after membership changes; a removed or downed node's check-ins leave
+/// every listing, and a local actor that stops leaves its own. For a message
+/// lost meanwhile (a connection cut), every second a node tells a few
+/// members, in turn, only its version; one that holds an older one asks for
+/// the check-ins. At rest that is a few small messages a node each second,
+/// whatever the cluster's size (sending every listing to every member each
+/// second grew with its square), and none from a node that checks nothing in.
 public struct Receptionist: Sendable {
     package let ref: ActorRef
     let listings: ReceptionistListings
@@ -141,6 +141,9 @@ final class ReceptionistActor: Reactor {
     private var members: [UInt64: NodeAddress] = [:]
     /// Where the next tick's version messages start, in `members`' uid order.
     private var nextInTurn: UInt64 = 0
+    /// Nodes whose check-ins came before they were members here.
+    private var missed: Set<UInt64> = []
+    static let missedLimit = 1024
 
     init(listings: ReceptionistListings, interval: Duration) {
         self.listings = listings
@@ -171,9 +174,15 @@ final class ReceptionistActor: Reactor {
         r.on(
             Entries.self,
             do: { me, m in
-                guard m.node.uid != me.context?.node.uid, me.members[m.node.uid] != nil,
-                    m.version > me.others[m.node.uid]?.version ?? -1
-                else { return }
+                guard m.node.uid != me.context?.node.uid else { return }
+                guard me.members[m.node.uid] != nil else {
+                    // Before this node knew it a member: pulled again once it
+                    // is (a bounded note; beyond it, the version told in turn
+                    // repairs).
+                    if me.missed.count < Self.missedLimit { me.missed.insert(m.node.uid) }
+                    return
+                }
+                guard m.version > me.others[m.node.uid]?.version ?? -1 else { return }
                 me.others[m.node.uid] = m
                 me.publish()
             })
@@ -183,11 +192,14 @@ final class ReceptionistActor: Reactor {
                 guard m.member.uid != me.context?.node.uid else { return }
                 if m.up {
                     me.members[m.member.uid] = m.member
-                    me.send(to: m.member)
-                    // Its check-ins may have come before this node knew it a
-                    // member, and been dropped.
-                    if let node = me.context?.node { me.tell(m.member, Pull(node: node)) }
+                    // Nothing to send, nothing to dial: a cluster whose nodes
+                    // check nothing in forms no full mesh for the receptionist.
+                    if me.hasCheckIns { me.send(to: m.member) }
+                    if me.missed.remove(m.member.uid) != nil, let node = me.context?.node {
+                        me.tell(m.member, Pull(node: node))
+                    }
                 } else {
+                    me.missed.remove(m.member.uid)
                     me.members.removeValue(forKey: m.member.uid)
                     if me.others.removeValue(forKey: m.member.uid) != nil { me.publish() }
                 }
@@ -195,7 +207,7 @@ final class ReceptionistActor: Reactor {
         r.on(
             Version.self,
             do: { me, m in
-                guard let from = me.members[m.node.uid], m.version > me.others[m.node.uid]?.version ?? -1,
+                guard let from = me.members[m.node.uid], m.version > me.others[m.node.uid]?.version ?? 0,
                     let node = me.context?.node
                 else { return }
                 me.tell(from, Pull(node: node))
@@ -231,7 +243,9 @@ final class ReceptionistActor: Reactor {
     /// Tells this node's version to the next `versionFanout` members in uid
     /// order, so each member hears it every members/fanout ticks.
     private func tellVersionInTurn() {
-        guard let node = context?.node, !members.isEmpty else { return }
+        // Version 0: nothing ever checked in, which every node assumes of a
+        // node it has heard nothing from.
+        guard version > 0, let node = context?.node, !members.isEmpty else { return }
         let order = members.keys.sorted()
         let start = order.firstIndex { $0 >= nextInTurn } ?? 0
         let count = min(Self.versionFanout, order.count)
@@ -249,6 +263,8 @@ final class ReceptionistActor: Reactor {
     }
 
     private func pushAll() { for node in members.values { send(to: node) } }
+
+    private var hasCheckIns: Bool { mine.values.contains { !$0.isEmpty } }
 
     /// Sends this node's check-ins to `node`'s receptionist.
     private func send(to node: NodeAddress) {
