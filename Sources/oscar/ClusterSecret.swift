@@ -74,14 +74,21 @@ enum ClusterSecret {
     /// default cluster directory when there is one. None: a usage error
     /// that says how to get one.
     static func forClient(_ args: inout Arguments, dir: String?) throws(CLIError) -> String {
+        if let secret = try forClientIfGiven(&args, dir: dir) { return secret }
+        throw .usage(
+            "no cluster secret: give --secret-file FILE, --secret S, --dir of a cluster 'oscar cluster up' started, "
+                + "or set OSCAR_SECRET_FILE or OSCAR_SECRET; \(howToGetOne)")
+    }
+
+    /// The same search, with nil when no source names a secret (one that
+    /// names an unreadable or weak secret is still an error).
+    static func forClientIfGiven(_ args: inout Arguments, dir: String?) throws(CLIError) -> String? {
         if let flags = try fromFlags(&args) { return flags }
         if let dir { return try read(file: file(inClusterDirectory: dir), from: "--dir") }
         if let fromEnvironment = try fromEnvironment() { return fromEnvironment }
         let fallback = file(inClusterDirectory: defaultClusterDirectory)
         if access(fallback, F_OK) == 0 { return try read(file: fallback, from: "the default cluster directory") }
-        throw .usage(
-            "no cluster secret: give --secret-file FILE, --secret S, --dir of a cluster 'oscar cluster up' started, "
-                + "or set OSCAR_SECRET_FILE or OSCAR_SECRET; \(howToGetOne)")
+        return nil
     }
 
     /// `--secret`, else the file of `--secret-file`; nil when neither is

@@ -10,8 +10,9 @@ import OscarTestKit
 /// - `oscar health --http host:port`: `GET /health`; exit 0 when the node is
 ///   up in its cluster. For container health checks.
 /// - `oscar get PATH --http host:port`: any read (`/members`, `/metrics`),
-///   signed with the cluster secret, which an endpoint listening beyond
-///   loopback requires; prints the body, exit 0 on 200.
+///   signed with the cluster secret when one is given or found (an endpoint
+///   listening beyond loopback requires it), else unsigned; prints the body,
+///   exit 0 on 200.
 ///
 /// A node with TLS serves its endpoint over TLS too. Both commands then
 /// speak TLS with `--tls-ca` alone (no certificate of their own: enough
@@ -37,11 +38,23 @@ enum ManagementCommands {
         }
         let target = try endpoint(&args)
         let dir = try NetworkCommands.clusterDirectory(&args)
-        let secret = try ClusterSecret.forClient(&args, dir: dir)
+        let secret = try ClusterSecret.forClientIfGiven(&args, dir: dir)
         let tls = try credentials(&args, dir: dir)
         try args.rejectUnknownOptions()
-        let (statusLine, body) = split(
-            try signedRequest("GET", path, secret: secret, from: target, tls: tls))
+        // Without a secret the read goes unsigned: a node admits it on
+        // loopback (or from a client certificate), and says 401 elsewhere.
+        let response =
+            if let secret {
+                try signedRequest("GET", path, secret: secret, from: target, tls: tls)
+            } else {
+                try request("GET", path, from: target, tls: tls)
+            }
+        let (statusLine, body) = split(response)
+        if secret == nil, statusLine.contains(" 401 ") {
+            throw .failed(
+                "the node asks for a credential: give the cluster secret (--secret-file FILE, --dir of its cluster, "
+                    + "OSCAR_SECRET_FILE) or its cluster's client certificate")
+        }
         print(body, terminator: body.hasSuffix("\n") || body.isEmpty ? "" : "\n")
         try requireSuccess(statusLine, body, tls: tls, failure: "refused")
     }

@@ -86,8 +86,9 @@ let usage = """
                                       OSCAR_TLS_CERT/KEY/CA, else D's CLI certificate;
                                       --tls-ca alone: no certificate of its own, as a probe)
       oscar get PATH [--http 127.0.0.1:8080] [--secret-file F | --dir D | --file F] [--tls-...]
-                                      a management read (/members, /metrics) signed with the
-                                      cluster secret, as an endpoint beyond loopback requires
+                                      a management read (/members, /metrics), signed with the
+                                      cluster secret when one is found (an endpoint beyond
+                                      loopback requires it), else unsigned
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60]
                                       membership on the deterministic simulator: convergence,
                                       detection, false positives under loss, gossip load

@@ -30,6 +30,12 @@ import Testing
             ["get", "/members", "--http", "127.0.0.1:\(http)"], secret: "another-long-cluster-secret")
         #expect(wrong.status != 0 && wrong.stdout.contains("wrong signature"), "\(wrong.stdout)\(wrong.stderr)")
 
+        // No secret anywhere (an empty directory, no variable): the read goes
+        // unsigned, and the refusal says what to give.
+        let none = try await OscarProcess.run(
+            ["get", "/members", "--http", "127.0.0.1:\(http)"], secret: "", directory: NSTemporaryDirectory())
+        #expect(none.status != 0 && none.stderr.contains("asks for a credential"), "\(none.stdout)\(none.stderr)")
+
         let health = try await OscarProcess.run(["health", "--http", "127.0.0.1:\(http)"], secret: "")
         #expect(health.status == 0, "\(health.stdout)\(health.stderr)")
 
