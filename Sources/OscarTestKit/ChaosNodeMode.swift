@@ -82,9 +82,14 @@ package final class ChaosNodeMode: Sendable {
         recorder = ChaosRecorder { ProcessControl.write($0, to: fd) }
     }
 
-    func start(on node: ClusterNode, _ operations: ChaosOperations) {
-        recorder.bind(to: node.address)
+    /// Opens this node's history: its address, then its start.
+    package func beginRecording(as node: NodeAddress) {
+        recorder.bind(to: node)
         recorder.record(.nodeStart, pid: getpid())
+    }
+
+    func start(on node: ClusterNode, _ operations: ChaosOperations) {
+        beginRecording(as: node.address)
         let recorder = self.recorder
         node.observeSingletons { name, started in
             recorder.record(started ? .singletonStart : .singletonStop, target: name)

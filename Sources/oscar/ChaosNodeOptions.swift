@@ -1,4 +1,3 @@
-import Glibc
 import Oscar
 import OscarDemo
 import OscarTestKit
@@ -39,8 +38,7 @@ struct ChaosNodeOptions {
 
     /// Starts recording and the workload on `node`.
     func start(on system: ClusterSystem) -> Task<Void, Never> {
-        recorder.bind(to: system.node.address)
-        recorder.record(.nodeStart, pid: getpid())
+        mode.beginRecording(as: system.node.address)
         let (recorder, settings) = (self.recorder, self.settings)
         return Task { await ChaosWorkload.run(on: system, settings: settings, recorder: recorder) }
     }

@@ -1,24 +1,11 @@
 import Oscar
+import OscarTestKit
 import OscarTestSupport
-import Synchronization
 import Testing
-
-@testable import OscarCluster
-@testable import OscarRemote
 
 /// A check-in whose push was lost still reaches the other node: the
 /// version told in turn each tick shows it behind, and it pulls.
 @Suite(.timeLimit(.minutes(3))) struct ReceptionistRepairTests {
-    /// Drops every frame arriving from one node while `dropping` is set.
-    final class DropFrom: FrameFilter {
-        let dropping = Atomic<Bool>(false)
-        let node = Mutex<NodeAddress?>(nil)
-        func outboundFate(to node: NodeAddress, bytes: Int) -> FrameFate { .pass }
-        func dropsInbound(from node: NodeAddress) -> Bool {
-            dropping.load(ordering: .relaxed) && self.node.withLock { $0?.hasEndpoint(of: node) ?? false }
-        }
-    }
-
     final class Station: Reactor {
         static func reactions(_ r: inout Reactions<Station>) {
             r.on(Ping.self, result: { _, _ in true })
@@ -30,9 +17,9 @@ import Testing
     static let key = ReceptionistKey<Ping>("repaired")
 
     @Test func aLostCheckInReachesTheOtherNodeByTheVersionItIsTold() async throws {
-        let filter = DropFrom()
+        let faults = FaultGate()
         var settingsA = ClusterNode.Settings(secret: "a-long-cluster-secret", loopCount: 1)
-        settingsA.frameFilter = filter
+        settingsA.injectFaults(with: faults)
         let a = try ClusterNode(settings: settingsA)
         let b = try ClusterNode(
             settings: .init(secret: "a-long-cluster-secret", loopCount: 1, seeds: [a.address]))
@@ -49,13 +36,16 @@ import Testing
 
         // Frames from b are lost for a moment (well under failure detection):
         // the push of the next check-in, and any version told meanwhile.
-        filter.node.withLock { $0 = b.address }
-        filter.dropping.store(true, ordering: .relaxed)
+        faults.blackhole(b.address, direction: .inbound)
         let second = try b.system.spawn("second") { Station() }
         b.receptionist.register(second, as: Self.key)
-        // The check-in has been pushed (and lost) once b's listing has it.
+        // The push leaves b once b's listing has the check-in; two more of
+        // b's frames dropped after that (heartbeats, on the same ordered
+        // lane) make sure it was lost, not still on its way.
         #expect(await eventually(timeout: .seconds(30)) { b.receptionist.lookup(Self.key).count == 2 })
-        filter.dropping.store(false, ordering: .relaxed)
+        let droppedBefore = faults.dropped
+        #expect(await eventually(timeout: .seconds(30)) { faults.dropped >= droppedBefore + 2 })
+        faults.restore(b.address)
         #expect(a.receptionist.lookup(Self.key).count == 1, "the push was dropped")
 
         // No further change on b: only the version b tells in turn repairs a.
