@@ -346,12 +346,10 @@ final class CountedSingleton: Reactor {
         }
         #expect(try await proxyOn(others[2]).ask(WhereAreYou(), timeout: .seconds(10)) == a.address.port)
 
-        // The others by age (up number, then address): the singleton's next hosts.
+        // The others by age, as placement reckons it: the singleton's next hosts.
         let members = try await others[2].membership().members
-        let byAge = others.sorted { n, m in
-            let age = { (x: ClusterNode) in (members.first { $0.uid == x.address.uid }?.upNumber ?? 0, x.address.port) }
-            return age(n) < age(m)
-        }
+        let ranked = try others.map { x in (x, try #require(members.first { $0.uid == x.address.uid })) }
+        let byAge = ranked.sorted { SingletonPlacement.isOlder($0.1, than: $1.1) }.map(\.0)
         let (second, third, last) = (byAge[0], byAge[1], byAge[2])
 
         // The oldest leaves gracefully: the singleton moves to the next
