@@ -48,6 +48,7 @@ extension CBORDecoder {
 
     /// Decodes one whole item from borrowed bytes with a decoding object
     /// kept by the caller (an actor cell keeps one). Not reentrant.
+    @inlinable
     package func decode<T: Decodable>(
         _ type: T.Type, from bytes: RawSpan, using decoding: CBORDecoding
     ) throws(CBORError) -> T {

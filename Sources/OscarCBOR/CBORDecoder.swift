@@ -53,6 +53,12 @@ package struct CBORDecoder: Sendable {
 
     /// Decodes with a decoding object kept by the caller (an actor cell keeps
     /// one), so a message costs no decoder allocation. Not reentrant.
+    ///
+    /// Inlinable down to `T(from:)`, so a reaction's decode is specialized
+    /// for its message in the module that declares it: run generically, the
+    /// metadata look-ups and value-witness calls on the way cost a fifth of
+    /// a received message.
+    @inlinable
     package func decode<T: Decodable>(
         _ type: T.Type, from bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding
     )
@@ -64,7 +70,8 @@ package struct CBORDecoder: Sendable {
         return value
     }
 
-    private static func checkWhole(_ bytes: UnsafeRawBufferPointer, end: Int) throws(CBORError) {
+    @usableFromInline
+    static func checkWhole(_ bytes: UnsafeRawBufferPointer, end: Int) throws(CBORError) {
         guard end == bytes.count else { throw CBORError.malformed("trailing bytes after the item", at: end) }
     }
 
@@ -84,22 +91,30 @@ package struct CBORDecoder: Sendable {
             type, at: offset, of: bytes, using: CBORDecoding(bytes, userInfo: userInfo), depth: depth, end: &end)
     }
 
-    private func decodeItem<T: Decodable>(
+    @inlinable
+    func decodeItem<T: Decodable>(
         _ type: T.Type, at offset: Int, of bytes: UnsafeRawBufferPointer, using decoding: CBORDecoding,
         depth: Int = 0, end: inout Int
     ) throws(CBORError) -> T {
         decoding.reset(bytes)
+        let value: T
         do {
-            let value = try decoding.decodeValue(T.self, at: offset, depth: depth)
-            try decoding.checkUnreadKeys()
-            end = try decoding.knownEnd(at: offset) ?? decoding.endOfItem(at: offset, depth: depth)
-            return value
-        } catch let error as CBORError {
-            throw error
-        } catch let error as DecodingError {
-            throw .invalid(Self.describe(error))
+            value = try decoding.decodeValue(T.self, at: offset, depth: depth)
         } catch {
-            throw .invalid("\(error)")
+            throw Self.typed(error)
+        }
+        end = try decoding.end(ofItemAt: offset, depth: depth)
+        return value
+    }
+
+    /// A failure of `init(from:)` as a `CBORError`: the codec's own errors
+    /// as they are, the standard library's `DecodingError` with its path.
+    @usableFromInline
+    static func typed(_ error: any Error) -> CBORError {
+        switch error {
+        case let error as CBORError: error
+        case let error as DecodingError: .invalid(describe(error))
+        default: .invalid("\(error)")
         }
     }
 
@@ -121,16 +136,17 @@ final class ReusableDecoding: @unchecked Sendable {
     init(_ decoding: CBORDecoding) { self.decoding = decoding }
 }
 
+@usableFromInline
 package final class CBORDecoding: Decoder {
     @exclusivity(unchecked) package private(set) var bytes: UnsafeRawBufferPointer
     package let info: [CodingUserInfoKey: any Sendable]
     // One decode runs on one thread, start to end: these are not checked for
     // exclusivity at run time (the checks cost more than the accesses).
     /// Start of the item the next `init(from:)` decodes.
-    @exclusivity(unchecked) package var position = 0
-    @exclusivity(unchecked) package var codingPath: [any CodingKey] = []
+    @usableFromInline @exclusivity(unchecked) package var position = 0
+    @usableFromInline @exclusivity(unchecked) package var codingPath: [any CodingKey] = []
     /// The depth (`CBORReader.maxDepth`) of the item at `position`.
-    @exclusivity(unchecked) package var depth = 0
+    @usableFromInline @exclusivity(unchecked) package var depth = 0
     /// The state of every map container of this decode, by slot: kept here
     /// rather than in one object per container.
     @exclusivity(unchecked) var maps: [MapState] = []
@@ -138,6 +154,7 @@ package final class CBORDecoding: Decoder {
     /// linked to the one its map matched before (`MapState.lastMatched`).
     @exclusivity(unchecked) var matchedKeys: [(key: Range<Int>, previous: Int)] = []
 
+    @usableFromInline
     func reset(_ bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
         position = 0
@@ -158,7 +175,7 @@ package final class CBORDecoding: Decoder {
         self.init(UnsafeRawBufferPointer(start: nil, count: 0), userInfo: userInfo)
     }
 
-    package var userInfo: [CodingUserInfoKey: Any] { info }
+    @usableFromInline package var userInfo: [CodingUserInfoKey: Any] { info }
 
     var pathText: String { codingPath.map(\.stringValue).joined(separator: ".") }
 
@@ -199,6 +216,15 @@ package final class CBORDecoding: Decoder {
         return first.valuePending ? try? endOfItem(at: first.cursor, depth: first.depth + 1) : first.cursor
     }
 
+    /// Where the whole item at `offset` that this decode just read ends,
+    /// once no map of it holds two equal keys.
+    @usableFromInline
+    func end(ofItemAt offset: Int, depth: Int) throws(CBORError) -> Int {
+        try checkUnreadKeys()
+        if let end = knownEnd(at: offset) { return end }
+        return try endOfItem(at: offset, depth: depth)
+    }
+
     /// Refuses a map with two equal keys among the maps of this decode whose
     /// keys were not all checked as they were read: those that left entries
     /// unread. (A map read in written order checked each key it matched; a
@@ -230,7 +256,25 @@ package final class CBORDecoding: Decoder {
     }
 
     /// Decodes the item at `offset`, which is at `depth`, as a `T`.
+    @inlinable
     package func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int) throws -> T {
+        if T.self == Data.self || T.self == Date.self {
+            return try decodeFoundationValue(T.self, at: offset, depth: depth)
+        }
+        try CBORReader.check(depth: depth)
+        let savedDepth = self.depth
+        self.depth = depth
+        defer { self.depth = savedDepth }
+        let saved = position
+        position = offset
+        defer { position = saved }
+        return try T(from: self)
+    }
+
+    /// `Data` and `Date`, which CBOR writes as a byte string and a tagged
+    /// number, not as their `Codable` forms.
+    @usableFromInline
+    func decodeFoundationValue<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int) throws -> T {
         try CBORReader.check(depth: depth)
         if T.self == Data.self {
             var r = reader(at: offset)
@@ -245,13 +289,7 @@ package final class CBORDecoding: Decoder {
             try CBORReader.check(depth: depth + 1)
             return Date(timeIntervalSince1970: try SingleValue.double(&r, self)) as! T
         }
-        let savedDepth = self.depth
-        self.depth = depth
-        defer { self.depth = savedDepth }
-        let saved = position
-        position = offset
-        defer { position = saved }
-        return try T(from: self)
+        preconditionFailure("decodeFoundationValue called for \(T.self)")
     }
 
     func mismatch(_ expected: String, _ head: CBORReader.Head) -> CBORError {
@@ -268,14 +306,17 @@ package final class CBORDecoding: Decoder {
         return .typeMismatch(expected: expected, found: found, path: pathText)
     }
 
+    @usableFromInline
     package func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         KeyedDecodingContainer(try KeyedContainer<Key>(self, at: position, depth: depth))
     }
 
+    @usableFromInline
     package func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         try UnkeyedContainer(self, at: position, depth: depth)
     }
 
+    @usableFromInline
     package func singleValueContainer() throws -> any SingleValueDecodingContainer {
         SingleValue(decoder: self, at: position, depth: depth)
     }

@@ -3,6 +3,7 @@ import OscarBase
 /// Why bytes could not be read as CBOR, or a CBOR item as the requested type.
 /// Decoding input from the network only ever fails with one of these; it never
 /// traps.
+@usableFromInline
 package enum CBORError: Error, Hashable, CustomStringConvertible {
     case truncated(at: Int)
     case malformed(String, at: Int)

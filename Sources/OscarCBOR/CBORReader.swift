@@ -3,6 +3,7 @@ import OscarBase
 /// Reads CBOR items from bytes it does not own, checking every length against
 /// what is left, so malformed input from the network ends in a `CBORError`
 /// and never in a trap or an oversized allocation.
+@usableFromInline
 package struct CBORReader {
     /// Deepest nesting accepted (docs/PROTOCOL.md, "Payload encoding"). An
     /// item's *depth* is the number of arrays, maps and tags it is inside:
@@ -11,10 +12,11 @@ package struct CBORReader {
     /// string are part of their string, not items of their own. Items of
     /// depth 0 to `maxDepth - 1` are read (128 levels); an item of depth
     /// `maxDepth` is `CBORError.tooDeep`, refused before it is recursed into.
-    static let maxDepth = 128
+    @usableFromInline static let maxDepth = 128
 
     /// Throws `tooDeep` for an item at `depth` beyond the limit.
     @inline(__always)
+    @inlinable
     package static func check(depth: Int) throws(CBORError) {
         guard depth < maxDepth else { throw .tooDeep(limit: maxDepth) }
     }

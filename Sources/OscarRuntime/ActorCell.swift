@@ -439,15 +439,22 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// The decoder for messages that arrive encoded: refs inside them resolve
     /// against this actor's system. Kept here, not fetched through the weak
     /// `system` per message.
-    package let decoder: CBORDecoder
+    @usableFromInline package let decoder: CBORDecoder
     /// Reused for every message this actor decodes (loop-confined; a cell
     /// decodes one message at a time).
     private lazy var decoding = CBORDecoding(reusableWith: decoder.userInfo)
 
+    /// The decoding object, made on the first message that arrives encoded.
+    @usableFromInline var reusedDecoding: CBORDecoding { decoding }
+
+    /// Inlinable, as the codec's entry point is: a reaction's decode is
+    /// specialized for its message where the reaction is declared.
+    @inlinable
     package func decode<M: Message>(_ type: M.Type, from payload: RawSpan) throws(CBORError) -> M {
-        try decoder.decode(type, from: payload, using: decoding)
+        try decoder.decode(type, from: payload, using: reusedDecoding)
     }
 
+    @usableFromInline
     package func decodeFailed(_ error: any Error, manifest: String, reply: (any ReplyTarget)?) {
         refuse(manifest: manifest, reply: reply, .decodeFailed("\(manifest): \(error)"))
     }

@@ -17,15 +17,16 @@ package struct ErasedMessage: ~Copyable {
     @usableFromInline package let type: ObjectIdentifier
     @usableFromInline let pointer: UnsafeRawPointer
 
-    private init(type: ObjectIdentifier, pointer: UnsafeRawPointer) {
+    @usableFromInline
+    init(type: ObjectIdentifier, pointer: UnsafeRawPointer) {
         self.type = type
         self.pointer = pointer
     }
 
     /// Runs `body` with `message` lent to it, erased. Not generic in what
-    /// `body` returns: it runs unspecialized on every message, where a
-    /// generic result would be returned indirectly.
-    @inline(__always)
+    /// `body` returns: where it runs unspecialized, a generic result would
+    /// be returned indirectly.
+    @inlinable @inline(__always)
     package static func lend<M: Message>(
         _ message: borrowing M, _ body: (borrowing ErasedMessage) -> ReactionOutcome?
     ) -> ReactionOutcome? {

@@ -18,7 +18,7 @@ public struct Reactions<A: Reactor> {
     /// Decodes a message that arrived encoded, then runs its reaction. Built
     /// per message type, so the receiver needs no global type registry: the
     /// actor knows the types it accepts.
-    typealias DecodingHandler = (RawSpan, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
+    @usableFromInline typealias DecodingHandler = (RawSpan, (any ReplyTarget)?, ActorCell) -> ReactionOutcome
 
     /// The instance the reactions run on.
     @usableFromInline let actor: A
@@ -113,7 +113,9 @@ public struct Reactions<A: Reactor> {
         }
     }
 
-    @usableFromInline
+    /// Inlinable, so the decoding handler is specialized for `M` in the
+    /// module that declares the reaction (see `CBORDecoder.decode`).
+    @inlinable
     mutating func add<M: Message>(_: M.Type, _ handler: @escaping Handler) {
         let decoding: DecodingHandler = { payload, reply, cell in
             let message: M
@@ -125,14 +127,22 @@ public struct Reactions<A: Reactor> {
             }
             return ErasedMessage.lend(message) { handler($0, reply, cell) } ?? .finished  // never nil
         }
-        let key = ObjectIdentifier(M.self)
+        register(ObjectIdentifier(M.self), manifest: M.manifest, handler, decoding)
+    }
+
+    /// Adds a reaction, or replaces the one declared before for that type.
+    @usableFromInline
+    mutating func register(
+        _ key: ObjectIdentifier, manifest: String, _ handler: @escaping Handler,
+        _ decoding: @escaping DecodingHandler
+    ) {
         if let i = types.firstIndex(of: key) {
             handlers[i] = handler
             decodingHandlers[i] = decoding
         } else {
             types.append(key)
             handlers.append(handler)
-            manifests.append(Array(M.manifest.utf8))
+            manifests.append(Array(manifest.utf8))
             decodingHandlers.append(decoding)
         }
     }
