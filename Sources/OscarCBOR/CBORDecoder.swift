@@ -537,33 +537,35 @@ package final class CBORDecoding: Decoder {
         package func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
             Float(try primitive(key, SingleValue.double))
         }
-        package func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key, SingleValue.integer) }
+        package func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
+        }
         package func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
         package func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 {
-            try primitive(key, SingleValue.integer)
+            try primitive(key) { r, d in try SingleValue.integer(&r, d) }
         }
 
         package func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
@@ -730,16 +732,16 @@ package final class CBORDecoding: Decoder {
         package func decode(_ type: String.Type) throws -> String { try read(Self.string) }
         package func decode(_ type: Double.Type) throws -> Double { try read(Self.double) }
         package func decode(_ type: Float.Type) throws -> Float { Float(try read(Self.double)) }
-        package func decode(_ type: Int.Type) throws -> Int { try read(Self.integer) }
-        package func decode(_ type: Int8.Type) throws -> Int8 { try read(Self.integer) }
-        package func decode(_ type: Int16.Type) throws -> Int16 { try read(Self.integer) }
-        package func decode(_ type: Int32.Type) throws -> Int32 { try read(Self.integer) }
-        package func decode(_ type: Int64.Type) throws -> Int64 { try read(Self.integer) }
-        package func decode(_ type: UInt.Type) throws -> UInt { try read(Self.integer) }
-        package func decode(_ type: UInt8.Type) throws -> UInt8 { try read(Self.integer) }
-        package func decode(_ type: UInt16.Type) throws -> UInt16 { try read(Self.integer) }
-        package func decode(_ type: UInt32.Type) throws -> UInt32 { try read(Self.integer) }
-        package func decode(_ type: UInt64.Type) throws -> UInt64 { try read(Self.integer) }
+        package func decode(_ type: Int.Type) throws -> Int { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: Int8.Type) throws -> Int8 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: Int16.Type) throws -> Int16 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: Int32.Type) throws -> Int32 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: Int64.Type) throws -> Int64 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: UInt.Type) throws -> UInt { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: UInt8.Type) throws -> UInt8 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: UInt16.Type) throws -> UInt16 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: UInt32.Type) throws -> UInt32 { try read { r, d in try Self.integer(&r, d) } }
+        package func decode(_ type: UInt64.Type) throws -> UInt64 { try read { r, d in try Self.integer(&r, d) } }
         package func decode<T: Decodable>(_ type: T.Type) throws -> T {
             try decoder.decodeValue(T.self, at: offset, depth: depth)
         }
@@ -787,6 +789,11 @@ package final class CBORDecoding: Decoder {
             }
         }
 
+        /// Called from closure literals (`{ r, d in try SingleValue.integer(&r, d) }`),
+        /// not passed as a function value: inside the containers, which are
+        /// generic over an application's coding keys and run unspecialized,
+        /// only a call with a concrete integer type gets specialized (passed
+        /// as a value, it ran generically: a tenth of a received message).
         static func integer<I: FixedWidthInteger>(_ r: inout CBORReader, _ d: CBORDecoding) throws -> I {
             let h = try r.head()
             switch h.major {

@@ -105,8 +105,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// Frames to system actors take the control lane.
     static func isControl(_ recipient: String) -> Bool { recipient.utf8.starts(with: systemPrefix) }
-    static func isControl(_ recipient: UnsafeRawBufferPointer) -> Bool { recipient.starts(with: systemPrefix) }
+    /// Compared as one 8-byte word: it runs on every frame that arrives.
+    static func isControl(_ recipient: UnsafeRawBufferPointer) -> Bool {
+        recipient.count >= 8 && recipient.loadUnaligned(as: UInt64.self) == systemPrefixWord
+    }
     private static let systemPrefix = Array("/system/".utf8)
+    private static let systemPrefixWord = systemPrefix.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
 
     init(node: NodeAddress, transport: Transport) {
         self.node = NodeAddress(host: node.host, port: node.port)

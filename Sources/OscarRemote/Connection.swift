@@ -177,6 +177,7 @@ package final class Connection: @unchecked Sendable {
     }
 
     fileprivate func didRead(_ count: Int) {
+        loop.noteActivity()
         guard count >= 0 else {
             guard count == Int(UV_EOF.rawValue) else { return close(String(cString: uv_strerror(Int32(count)))) }
             // Without the peer's close_notify, TLS calls the end a truncation.

@@ -48,8 +48,11 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// per message at run time.
     private var handOffDepth = 0
 
+    /// Work done on this loop, counted so a spin knows the loop is still
+    /// busy. Loop-confined.
+    private var activity: UInt64 = 0
     /// Traffic a reply may soon follow (see `noteTraffic`), counted so the
-    /// spin-before-block knows whether to spin. Loop-confined.
+    /// spin-before-block knows whether to spin at all. Loop-confined.
     private var traffic: UInt64 = 0
     /// How long the loop keeps polling without blocking after its last work.
     private let spin: UInt64
@@ -141,36 +144,44 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         pthread_setspecific(currentLoopKey, nil)
     }
 
-    /// `uv_run` that polls without blocking while traffic keeps arriving,
-    /// and blocks once none has for `spin` nanoseconds. A wake-up that
-    /// brought no traffic (a timer, a heartbeat, gossip) is not followed by
-    /// a spin: in an idle cluster those are all there is, and spinning after
-    /// each was half of an idle node's CPU. Work still queued keeps
-    /// `UV_RUN_ONCE` from blocking (the idle handle), so nothing waits.
+    /// `uv_run` that, after a wake-up that brought traffic, polls without
+    /// blocking while work keeps happening, and blocks once none has for
+    /// `spin` nanoseconds. A wake-up that brought no traffic (a timer, a
+    /// heartbeat, gossip) is not followed by a spin: in an idle cluster
+    /// those are all there is, and spinning after each was half of an idle
+    /// node's CPU. Work still queued keeps `UV_RUN_ONCE` from blocking (the
+    /// idle handle), so nothing waits.
     private func runSpinning() {
-        var lastTraffic: UInt64 = 0
-        var seen = traffic
+        var spinning = false
+        var lastActive = uv_hrtime()
+        var seen = activity
         while uv_loop_alive(uvLoop) != 0 {
             uv_run(uvLoop, UV_RUN_NOWAIT)
             let now = uv_hrtime()
-            if traffic != seen {
-                seen = traffic
-                lastTraffic = now
-            } else if now &- lastTraffic > spin {
+            if activity != seen {
+                seen = activity
+                lastActive = now
+            } else if !spinning || now &- lastActive > spin {
+                let before = traffic
                 uv_run(uvLoop, UV_RUN_ONCE)
-                if traffic != seen {
-                    seen = traffic
-                    lastTraffic = uv_hrtime()
-                }
+                spinning = traffic != before
+                lastActive = uv_hrtime()
+                seen = activity
             }
         }
     }
+
+    /// Notes that the loop did work (I/O callbacks call this).
+    @inline(__always) package func noteActivity() { activity &+= 1 }
 
     /// Notes traffic that a reply or a next message may soon follow: a
     /// frame for an application's actor, an outcome of an ask, work handed
     /// over from another thread. The transport calls it for every frame
     /// but those between system actors.
-    @inline(__always) package func noteTraffic() { traffic &+= 1 }
+    @inline(__always) package func noteTraffic() {
+        traffic &+= 1
+        activity &+= 1
+    }
 
     // MARK: - Submitting work
 
@@ -205,6 +216,7 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     private func perform(_ work: LoopWork) {
+        activity &+= 1
         switch work {
         case .closure(let body): body()
         case .runnable(let r): r.run()
