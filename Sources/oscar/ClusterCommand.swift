@@ -55,10 +55,10 @@ enum ClusterCommand {
     // MARK: - up / add
 
     static func up(_ args: inout Arguments, dir: String, fileArguments: [String]) async throws(CLIError) {
-        let count = try args.int("nodes", default: 3, range: 1...64)
-        let basePort = try args.int("base-port", default: 7000, range: 1...65535 - 64)
+        let count = try args.int("nodes", default: 3, range: 1...128)
+        let basePort = try args.int("base-port", default: 7000, range: 1...65535 - 128)
         let httpBase = try args.option("http-base-port").map { (text) throws(CLIError) in
-            guard let n = Int(text), (1...65535 - 64).contains(n) else {
+            guard let n = Int(text), (1...65535 - 128).contains(n) else {
                 throw .usage("--http-base-port must be a port number, not '\(text)'")
             }
             return n
