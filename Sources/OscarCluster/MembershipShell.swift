@@ -30,7 +30,6 @@ final class MembershipShell: Reactor {
         package enum Kind: Codable, Sendable {
             case join(Member)
             case gossip(Gossip, from: NodeAddress)
-            case gossipStatus(VersionVector, from: NodeAddress)
             case heartbeatRequest(NodeAddress)
             case heartbeat(UInt64)
         }
@@ -87,7 +86,6 @@ final class MembershipShell: Reactor {
                 switch m.kind {
                 case .join(let member): me.apply(.joinRequest(member))
                 case .gossip(let gossip, let from): me.apply(.gossip(gossip, from: from))
-                case .gossipStatus(let version, let from): me.apply(.gossipStatus(version, from: from))
                 case .heartbeatRequest(let from): me.apply(.heartbeatRequest(from: from))
                 case .heartbeat(let uid): me.apply(.heartbeat(from: uid))
                 }
@@ -166,7 +164,6 @@ final class MembershipShell: Reactor {
             switch directive {
             case .sendJoin(let to, let member): send(.join(member), to: to, context)
             case .sendGossip(let to, let gossip): send(.gossip(gossip, from: me.node), to: to, context)
-            case .sendGossipStatus(let to, let version): send(.gossipStatus(version, from: me.node), to: to, context)
             case .sendHeartbeatRequest(let to): send(.heartbeatRequest(me.node), to: to, context)
             case .sendHeartbeat(let to): send(.heartbeat(me.uid), to: to, context)
             case .publish(let event):

@@ -16,10 +16,6 @@ package struct MembershipCore: Core {
     public enum Directive: Sendable, Hashable {
         case sendJoin(to: NodeAddress, Member)
         case sendGossip(to: NodeAddress, Gossip)
-        /// Tell a member only which state this node holds (its version):
-        /// what a gossip round sends once every member has seen that state.
-        /// The member answers with its whole state only if it differs.
-        case sendGossipStatus(to: NodeAddress, VersionVector)
         /// Ask a watched member for a heartbeat; it answers `sendHeartbeat`.
         case sendHeartbeatRequest(to: NodeAddress)
         case sendHeartbeat(to: NodeAddress)
@@ -36,8 +32,6 @@ package struct MembershipCore: Core {
         /// Gossip received, and who sent it (to answer a sender that lacks
         /// the merged result).
         case gossip(Gossip, from: NodeAddress)
-        /// A member says which state it holds (`sendGossipStatus`).
-        case gossipStatus(VersionVector, from: NodeAddress)
         /// A watcher asks for a heartbeat.
         case heartbeatRequest(from: NodeAddress)
         case heartbeat(from: UInt64)
@@ -155,19 +149,6 @@ package struct MembershipCore: Core {
             // Only from members this node watches (the tick starts watching).
             s.detectors[uid]?.heartbeat(at: s.now)
             return out
-        case .gossipStatus(let version, let sender):
-            // At rest this is all a gossip round carries, and the versions
-            // are equal: nothing to merge, nothing to answer. A member
-            // behind gets this node's state; a member ahead is told this
-            // node's version, so it sends its own. Only members of this
-            // view are answered.
-            guard s.gossip.members[sender.uid] != nil else { return out }
-            switch s.gossip.version.compare(version) {
-            case .same: break
-            case .before: out.append(.sendGossipStatus(to: sender, s.gossip.version))
-            case .after, .concurrent: out.append(.sendGossip(to: sender, s.gossip))
-            }
-            return out
         default: break
         }
         let before = s.gossip
@@ -232,7 +213,7 @@ package struct MembershipCore: Core {
             }
             if received.members.keys.contains(where: { $0 != s.me.uid }) { s.admitted = true }
             if noteSettled(&s) { noteDowned(&s) }
-        case .heartbeatRequest, .heartbeat, .gossipStatus: break  // handled above
+        case .heartbeatRequest, .heartbeat: break  // handled above
         case .tick(let now):
             s.now = now
             if let last = s.lastTickAt, now - last > settings.frozenLimit ?? settings.removalMargin,
@@ -407,7 +388,7 @@ package struct MembershipCore: Core {
     }
 
     /// Gossips to `count` members, preferring ones that have not seen this
-    /// state; when all have, sends only the version (`sendGossipStatus`). Members that cannot take part (down, exiting, unreachable *by
+    /// state. Members that cannot take part (down, exiting, unreachable *by
     /// this node's own detectors*) are never chosen: preferring one that
     /// will never see the state would starve everyone else of gossip, and
     /// "seen" would never flow back. Another observer's verdict does not
@@ -436,13 +417,7 @@ package struct MembershipCore: Core {
             var pick = Int(nextRandom(&s) % UInt64(poolSize))
             for i in g.current.indices where eligible(i) && !(onlyUnseen && g.seenFlags[i]) {
                 if pick == 0 {
-                    // Once every member has seen this state, its version
-                    // says enough (a 64-member state is kilobytes to encode,
-                    // decode and merge; its version a tenth of that).
-                    out.append(
-                        onlyUnseen
-                            ? .sendGossip(to: g.current[i].node, g)
-                            : .sendGossipStatus(to: g.current[i].node, g.version))
+                    out.append(.sendGossip(to: g.current[i].node, g))
                     break
                 }
                 pick -= 1

@@ -251,8 +251,6 @@ public struct ClusterSimulator {
                     contentByVersion[gossip.version] = gossip.content
                 }
                 send(from: i, to: to, .gossip(gossip, from: states[i].me.node))
-            case .sendGossipStatus(let to, let version):
-                send(from: i, to: to, .gossipStatus(version, from: states[i].me.node))
             case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
             case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
             case .publish(let event): events[i].append((now, event))
