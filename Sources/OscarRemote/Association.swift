@@ -642,12 +642,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         switch envelope.kind {
         case .tell, .ask:
             let path = UnsafeRawBufferPointer(rebasing: frame[envelope.recipient])
-            if !Self.isControl(path) { loop.noteTraffic() }
+            let isControl = Self.isControl(path)
+            if !isControl { loop.noteTraffic() }
             let reply: RemoteReply? =
                 envelope.kind == .ask
                 ? RemoteReply(
                     association: self, connection: conn, correlation: envelope.correlation,
-                    lane: Self.isControl(path) ? .control : .ordinary) : nil
+                    lane: isControl ? .control : .ordinary) : nil
             guard let target = target(at: path) else {
                 let address = ActorAddress(node: transport.localNode, path: String(decoding: path, as: UTF8.self))
                 let manifest = String(

@@ -442,16 +442,13 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     @usableFromInline package let decoder: CBORDecoder
     /// Reused for every message this actor decodes (loop-confined; a cell
     /// decodes one message at a time).
-    private lazy var decoding = CBORDecoding(reusableWith: decoder.userInfo)
-
-    /// The decoding object, made on the first message that arrives encoded.
-    @usableFromInline var reusedDecoding: CBORDecoding { decoding }
+    @usableFromInline lazy var decoding = CBORDecoding(reusableWith: decoder.userInfo)
 
     /// Inlinable, as the codec's entry point is: a reaction's decode is
     /// specialized for its message where the reaction is declared.
     @inlinable
     package func decode<M: Message>(_ type: M.Type, from payload: RawSpan) throws(CBORError) -> M {
-        try decoder.decode(type, from: payload, using: reusedDecoding)
+        try decoder.decode(type, from: payload, using: decoding)
     }
 
     @usableFromInline

@@ -54,11 +54,16 @@ enum ClusterCommand {
 
     // MARK: - up / add
 
+    /// The most nodes `up` starts: 128 converge in 7.5 s and idle at 0.42
+    /// cores on the 2-core machine; 256 did not converge within a minute
+    /// (docs/ARCHITECTURE.md, "Scale").
+    static let maxNodes = 128
+
     static func up(_ args: inout Arguments, dir: String, fileArguments: [String]) async throws(CLIError) {
-        let count = try args.int("nodes", default: 3, range: 1...128)
-        let basePort = try args.int("base-port", default: 7000, range: 1...65535 - 128)
+        let count = try args.int("nodes", default: 3, range: 1...maxNodes)
+        let basePort = try args.int("base-port", default: 7000, range: 1...65535 - maxNodes)
         let httpBase = try args.option("http-base-port").map { (text) throws(CLIError) in
-            guard let n = Int(text), (1...65535 - 128).contains(n) else {
+            guard let n = Int(text), (1...65535 - maxNodes).contains(n) else {
                 throw .usage("--http-base-port must be a port number, not '\(text)'")
             }
             return n
