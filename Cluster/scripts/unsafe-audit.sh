@@ -29,6 +29,8 @@ allowed_files=(
   Sources/OscarRemote/FrameBuffer.swift
   Sources/OscarRemote/Transport.swift
   Sources/OscarRemote/WireEnvelope.swift
+  Sources/OscarRemote/LargeMessageLane.swift
+  Sources/OscarRemote/Reassembly.swift
   Sources/OscarRemote/Association.swift
   Sources/OscarRemote/SocketAddress.swift
   Sources/OscarRemote/HostResolver.swift
@@ -63,6 +65,7 @@ allowed_files=(
   Sources/oscar/NodeSupervisor.swift
   Sources/oscar/ClusterSecret.swift
   Sources/oscar/BlockingSocket.swift
+  Sources/oscar/RawTCPBenchmark.swift
 )
 
 # Lines elsewhere, each justified: file|text on the line|why.

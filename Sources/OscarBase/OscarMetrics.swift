@@ -34,6 +34,9 @@ public enum OscarMetrics {
         /// certificate, a certificate that does not name the peer's host, or
         /// a plaintext peer of a node that requires TLS.
         case tlsRefusals
+        /// Chunks of large messages sent and received (a message larger
+        /// than 64 KiB travels in chunks of up to 64 KiB).
+        case chunksOut, chunksIn
     }
 
     /// Receives every change of every counter of one node. Called on the

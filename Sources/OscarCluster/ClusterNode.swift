@@ -51,10 +51,17 @@ public final class ClusterNode: Sendable {
         public var loopCount: Int
         /// Waiting messages per actor before new ones are refused.
         public var mailboxCapacity: Int
-        /// Largest frame sent or accepted, in bytes (default 4 MiB). A larger
-        /// incoming frame closes that connection; a larger outgoing message
-        /// fails with `messageTooLarge`.
+        /// Largest frame sent or accepted, in bytes (default 4 MiB, at least
+        /// 64 KiB). A larger incoming frame closes that connection. Messages
+        /// larger than 64 KiB travel in chunks, so this bounds only system
+        /// messages (membership gossip) in one frame.
         public var maxFrameSize: Int
+        /// Largest message sent or accepted, in bytes (default 64 MiB). A
+        /// larger outgoing message (or reply) fails with `messageTooLarge`.
+        /// Messages larger than 64 KiB travel in chunks between the small
+        /// ones; up to twice this waits to go to one node, and up to four
+        /// times this is reassembled from all peers at once.
+        public var maxMessageSize: Int
         /// Bytes that may wait to go to one node (default 64 MiB), replies
         /// included; a peer that asks and stops reading is cut off there.
         public var outboundCapacity: Int
@@ -161,7 +168,8 @@ public final class ClusterNode: Sendable {
         public init(
             host: String = "127.0.0.1", port: Int = 0, secret: String,
             loopCount: Int = ActorSystem.Settings.defaultLoopCount,
-            mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, outboundCapacity: Int = 64 << 20,
+            mailboxCapacity: Int = 262_144, maxFrameSize: Int = 4 << 20, maxMessageSize: Int = 64 << 20,
+            outboundCapacity: Int = 64 << 20,
             name: String = "oscar", spinBeforeBlock: Duration = .microseconds(100), seeds: [NodeAddress] = [],
             roles: Set<String> = [], membership: MembershipSettings = .init(),
             membershipTick: Duration = .milliseconds(500), httpPort: Int? = nil, httpHost: String = "127.0.0.1"
@@ -172,6 +180,7 @@ public final class ClusterNode: Sendable {
             self.loopCount = loopCount
             self.mailboxCapacity = mailboxCapacity
             self.maxFrameSize = maxFrameSize
+            self.maxMessageSize = maxMessageSize
             self.outboundCapacity = outboundCapacity
             self.name = name
             self.spinBeforeBlock = spinBeforeBlock
@@ -237,7 +246,10 @@ public final class ClusterNode: Sendable {
         var transportSettings = Transport.Settings()
         transportSettings.maxInboundConnections = settings.maxInboundConnections
         transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
-        transportSettings.maxFrameSize = settings.maxFrameSize
+        transportSettings.maxFrameSize = max(settings.maxFrameSize, 64 << 10)
+        transportSettings.maxMessageSize = settings.maxMessageSize
+        transportSettings.largeOutboundCapacity = 2 * settings.maxMessageSize
+        transportSettings.reassemblyCapacity = 4 * settings.maxMessageSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         transportSettings.tls = tls
         let transport = Transport(
@@ -329,7 +341,8 @@ public final class ClusterNode: Sendable {
             framesOut: stats.value(.framesOut), asksPending: stats.value(.asksPending),
             gossipRounds: stats.value(.gossipRounds), authenticationFailures: stats.value(.authenticationFailures),
             connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff),
-            tlsRefusals: stats.value(.tlsRefusals))
+            tlsRefusals: stats.value(.tlsRefusals), chunksOut: stats.value(.chunksOut),
+            chunksIn: stats.value(.chunksIn))
         return ManagementRoutes.respond(request, snapshot)
     }
 

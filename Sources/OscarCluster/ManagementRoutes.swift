@@ -32,6 +32,8 @@ package enum ManagementRoutes {
         public var connectionsRefused: Int = 0
         public var peersCutOff: Int = 0
         public var tlsRefusals: Int = 0
+        public var chunksOut: Int = 0
+        public var chunksIn: Int = 0
     }
 
     /// One HTTP request, as the shell parsed it; header names are lowercase.
@@ -122,6 +124,12 @@ package enum ManagementRoutes {
             "# HELP oscar_tls_refused_total Connections refused over TLS (handshake, certificate, host, or plaintext).",
             "# TYPE oscar_tls_refused_total counter",
             "oscar_tls_refused_total \(s.tlsRefusals)",
+            "# HELP oscar_chunks_out_total Chunks of large messages sent.",
+            "# TYPE oscar_chunks_out_total counter",
+            "oscar_chunks_out_total \(s.chunksOut)",
+            "# HELP oscar_chunks_in_total Chunks of large messages received.",
+            "# TYPE oscar_chunks_in_total counter",
+            "oscar_chunks_in_total \(s.chunksIn)",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

@@ -55,6 +55,7 @@ public enum RemoteBenchmark {
         let node = try ClusterNode(settings: settings) {
             actors in
             actors.nodeSingleton("server") { Server(stop: { stopped.fire() }) }
+            actors.nodeSingleton("sink") { LargeMessageBenchmark.Sink() }
         }
         let distributed = DistributedBenchmark.host(on: node)  // for `--api distributed`
         ready(node.address.port)
@@ -67,6 +68,8 @@ public enum RemoteBenchmark {
         typealias Reply = [BenchFigure]
         package var workload: String
         package var server: ActorRef
+        /// Node B's receiver of large messages (W5, W2 under a stream).
+        package var sink: ActorRef
     }
 
     /// Runs the workload from an actor on A's only loop, where the connection lives.
@@ -78,6 +81,10 @@ public enum RemoteBenchmark {
                     switch m.workload {
                     case "w1": return try await w1(m.server)
                     case "w2": return try await w2(askingEcho(m.server))
+                    case "w5": return try await LargeMessageBenchmark.w5(m.sink)
+                    case "w2s":
+                        return try await LargeMessageBenchmark.w2UnderStream(
+                            askingEcho(m.server), sink: m.sink)
                     default: return try await w3(askingEcho(m.server))
                     }
                 })
@@ -111,7 +118,9 @@ public enum RemoteBenchmark {
         let figures =
             distributed
             ? try await DistributedBenchmark.run(workload, node: node, port: port)
-            : try await client.ask(Run(workload: workload, server: server), timeout: .seconds(600))
+            : try await client.ask(
+                Run(workload: workload, server: server, sink: node.system.ref("oscar://127.0.0.1:\(port)/user/sink")!),
+                timeout: .seconds(600))
         server.tell(Stop())
         _ = try? await server.ask(Identify(), timeout: .seconds(2))  // the stop has left
         return figures

@@ -24,6 +24,11 @@ import OscarRuntime
 ///   written and `handOverBytes` already handed to libuv.
 /// - Replies go back on the connection their ask came on, and replies are
 ///   accepted only from the incarnation the asks went to.
+/// - Large lane: a message (or reply) larger than a chunk waits in `large`,
+///   bounded on its own (`largeOutboundCapacity`), and leaves in chunks only
+///   when the ordinary lane has handed everything to the socket, a window at
+///   a time (see `LargeMessageLane`). Frames to a recipient with a large
+///   message waiting follow it through that lane, in order.
 final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// host:port of the node; the uid is learned from the handshake.
     package let node: NodeAddress
@@ -51,6 +56,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// send, a full socket cost a refused system call per message (W1 made
     /// 85,000 to 250,000 writes a run instead of 21,700).
     @exclusivity(unchecked) private var eagerRefusedAt = 0
+    /// Messages too large for one frame, and frames keeping their order
+    /// behind them (see the invariants).
+    private var large = LargeMessageLane()
+    /// The connection the large lane's chunks went to: on another one, the
+    /// message being chunked starts again.
+    private weak var largeConnection: Connection?
     /// Control-lane frames waiting to be written (see the invariants).
     private var control: [UInt8] = []
     /// The control frames being handed to the socket, swapped with
@@ -157,25 +168,55 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
             return
         }
-        let limit = transport.settings.maxFrameSize
-        if count(lane) - start - 4 > limit {
-            let size = count(lane) - start - 4
+        let size = count(lane) - start - 4
+        let limit = lane == .ordinary ? transport.settings.maxMessageSize : transport.settings.maxFrameSize
+        if size > limit {
             removeFrames(lane, from: start)
             refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
             return
         }
-        if let reply {
-            nextCorrelation &+= 1
-            pending.insert(reply, for: correlation)
-            transport.stats.add(.asksPending)
-            reply.waitOn(self, correlation: correlation)
-            reply.arm(on: loop)
+        if lane == .ordinary, size > LargeMessageLane.chunkBytes || large.holds(recipient: recipient) {
+            return sendLarge(
+                from: start, size: size, recipient: recipient, manifest: manifest, reply: reply,
+                correlation: correlation)
         }
+        if let reply { awaitReply(reply, correlation: correlation) }
         // Injected faults: a dropped frame never leaves (an ask waits as it
         // would for a frame lost on the network); a held one leaves later.
         guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
+    }
+
+    /// Moves the frame just appended to `outbound` at `start` to the large
+    /// lane (chunked if larger than a chunk).
+    private func sendLarge(
+        from start: Int, size: Int, recipient: String, manifest: String, reply: (any ReplyTarget)?,
+        correlation: UInt64
+    ) {
+        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
+            removeFrames(.ordinary, from: start)
+            refuse(manifest, reply, .outboundFull(node))
+            return
+        }
+        let body = Array(outbound[(start + 4)...])
+        removeFrames(.ordinary, from: start)
+        if let reply { awaitReply(reply, correlation: correlation) }
+        // An injected drop loses the whole message; delays do not apply here.
+        if let filter = transport.frameFilter, case .drop = filter.outboundFate(to: node, bytes: size) { return }
+        large.enqueue(body: body, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
+        transport.stats.add(.framesOut)
+        outboundChanged()
+    }
+
+    /// Keeps `reply` until the outcome for `correlation` arrives (or its
+    /// timeout, or the connection's loss).
+    private func awaitReply(_ reply: any ReplyTarget, correlation: UInt64) {
+        nextCorrelation &+= 1
+        pending.insert(reply, for: correlation)
+        transport.stats.add(.asksPending)
+        reply.waitOn(self, correlation: correlation)
+        reply.arm(on: loop)
     }
 
     /// The two lanes of outbound frames (see the invariants).
@@ -221,7 +262,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         guard conn === connection else {
             // A retired or superseded connection: its asker is still there.
             var frame: [UInt8] = []
-            try appendOutcome(kind, correlation: correlation, to: &frame, payload: payload)
+            try appendOutcome(
+                kind, correlation: correlation, to: &frame, limit: transport.settings.maxFrameSize, payload: payload)
             guard conn.unsentBytes < transport.settings.outboundCapacity else {
                 return cutOff(conn, waiting: conn.unsentBytes)
             }
@@ -245,23 +287,40 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         let start = count(lane)
         switch lane {
-        case .ordinary: try appendOutcome(kind, correlation: correlation, to: &outbound, payload: payload)
-        case .control: try appendOutcome(kind, correlation: correlation, to: &control, payload: payload)
+        case .ordinary:
+            try appendOutcome(
+                kind, correlation: correlation, to: &outbound, limit: transport.settings.maxMessageSize,
+                payload: payload)
+            let size = outbound.count - start - 4
+            if size > LargeMessageLane.chunkBytes {
+                let body = Array(outbound[(start + 4)...])
+                removeFrames(.ordinary, from: start)
+                guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
+                    // Dropped: the asker's timeout answers it, as for a lost frame.
+                    transport.droppedReplies.note("dropped a reply of \(size) bytes to \(node): its large lane is full")
+                    return
+                }
+                large.enqueue(body: body, recipient: nil, whole: false)
+                transport.stats.add(.framesOut)
+                return outboundChanged()
+            }
+        case .control:
+            try appendOutcome(
+                kind, correlation: correlation, to: &control, limit: transport.settings.maxFrameSize, payload: payload)
         }
         guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
         outboundChanged()
     }
 
-    /// Appends an outcome frame to `out`; one too large for a frame becomes a
+    /// Appends an outcome frame to `out`; one larger than `limit` becomes a
     /// `messageTooLarge` failure, so the asker learns why.
     private func appendOutcome(
-        _ kind: WireKind, correlation: UInt64, to out: inout [UInt8],
+        _ kind: WireKind, correlation: UInt64, to out: inout [UInt8], limit: Int,
         payload: (inout [UInt8]) throws(CBORError) -> Void
     ) throws(CBORError) {
         let start = out.count
         try WireEnvelope.append(to: &out, kind: kind, correlation: correlation, payload: payload)
-        let limit = transport.settings.maxFrameSize
         guard out.count - start - 4 > limit else { return }
         let failure = Self.encoded(AskError.messageTooLarge(bytes: out.count - start - 4, limit: limit))
         out.removeSubrange(start...)
@@ -359,13 +418,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 flush(to: connection, endOfTurn: false)
                 if outboundHead < outbound.count { eagerRefusedAt = outbound.count }
             }
-            if outboundHead < outbound.count || !control.isEmpty, !flushScheduled {
-                flushScheduled = true
-                loop.schedule(self)
-            }
+            if outboundHead < outbound.count || !control.isEmpty || !large.isEmpty { scheduleFlush() }
         } else if connecting == nil {
             connect()
         }
+    }
+
+    private func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.schedule(self)
     }
 
     private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
@@ -415,12 +477,29 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             outboundHead = 0
             boundary = 0
             eagerRefusedAt = 0
+            if endOfTurn, control.isEmpty, !large.isEmpty { sendLargeChunks(to: connection) }
         } else if outboundHead >= Self.compactAfter, outboundHead * 2 >= outbound.count {
             advanceBoundary()
             outbound.removeSubrange(..<outboundHead)  // keep moving memory small
             boundary -= outboundHead
             eagerRefusedAt = max(0, eagerRefusedAt - outboundHead)
             outboundHead = 0
+        }
+    }
+
+    /// Writes the large lane's next frames while its window has room. Only
+    /// at a frame boundary with the ordinary lane handed over (small frames
+    /// go first), and only while libuv holds less than a window, so a small
+    /// frame queued next waits behind at most that much.
+    private func sendLargeChunks(to connection: Connection) {
+        if largeConnection !== connection {
+            large.restart()
+            largeConnection = connection
+        }
+        while connection.unsentBytes < LargeMessageLane.window, let frame = large.nextFrame() {
+            connection.write(frame)
+            if frame[4] == WireKind.chunk.rawValue { transport.stats.add(.chunksOut) }
+            guard self.connection === connection else { return }
         }
     }
 
@@ -465,7 +544,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
 
     /// libuv wrote everything it was given: hand it the next part.
     func drained(_ conn: Connection) {
-        guard conn === connection, outboundHead < outbound.count || !control.isEmpty else { return }
+        guard conn === connection, outboundHead < outbound.count || !control.isEmpty || !large.isEmpty else { return }
         flush(to: conn, endOfTurn: true)
     }
 
@@ -591,6 +670,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         boundary = 0
         eagerRefusedAt = 0
         control.removeAll()
+        large.removeAll()
         dropHeld()
     }
 
@@ -636,7 +716,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     func receive(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
-        if let filter = transport.frameFilter, filter.dropsInbound(from: node) { return }  // an injected blackhole
+        if let filter = transport.frameFilter, filter.dropsInbound(from: node),
+            frame.first != WireKind.chunkAck.rawValue
+        {
+            // An injected blackhole. A dropped chunk is still acknowledged, so
+            // the sender's window moves on; its message is lost.
+            if frame.first == WireKind.chunk.rawValue {
+                transport.releaseReassembly(conn.reassembly.abandon(skippingItsRest: true))
+                acknowledge(frame.count - 2, on: conn)
+            }
+            return
+        }
         let envelope = try WireEnvelope.parse(frame)
         transport.stats.add(.framesIn)
         switch envelope.kind {
@@ -670,8 +760,48 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             waiting.complete(
                 envelope.kind == .reply ? .reply : .failure,
                 payload: RawSpan(_unsafeBytes: frame).extracting(envelope.payload), decoder: replyDecoder)
+        case .chunk:
+            try receiveChunk(frame, on: conn)
+        case .chunkAck:
+            guard frame.count >= 6 else { throw .malformedFrame("a chunk acknowledgement without its count") }
+            guard conn === connection, conn === largeConnection else { return }  // for chunks of an old connection
+            large.acknowledged(LargeMessageLane.readUInt32(frame, at: 2))
+            if !large.isEmpty { scheduleFlush() }
         default:
             throw .malformedFrame("\(envelope.kind) frame after the handshake")
         }
+    }
+
+    /// Adds a chunk to the message arriving on `conn`, and delivers that
+    /// message once whole, as if it had come in one frame.
+    private func receiveChunk(_ frame: UnsafeRawBufferPointer, on conn: Connection) throws(WireError) {
+        transport.stats.add(.chunksIn)
+        let first = frame[1] & LargeMessageLane.firstChunk != 0
+        let data = UnsafeRawBufferPointer(rebasing: frame[2...])
+        let whole = try conn.reassembly.receive(
+            data, first: first, maxMessageSize: transport.settings.maxMessageSize,
+            reserve: transport.reserveReassembly)
+        acknowledge(data.count - (first ? 4 : 0), on: conn)
+        guard let whole else { return }
+        transport.releaseReassembly(whole.count)
+        guard let kind = whole.first.flatMap(WireKind.init(rawValue:)), kind != .chunk, kind != .chunkAck else {
+            throw .malformedFrame("a chunked message that is itself a chunk")
+        }
+        let failure = whole.withUnsafeBytes { bytes -> WireError? in
+            do throws(WireError) { try receive(bytes, on: conn) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Tells the sender `count` more chunk bytes were taken: on the control
+    /// lane, or straight on a retired connection (nothing else is written
+    /// there, so it is between two frames).
+    private func acknowledge(_ count: Int, on conn: Connection) {
+        guard count > 0 else { return }
+        let frame = LargeMessageLane.acknowledgement(count)
+        guard conn === connection else { return conn.write(frame) }
+        control.append(contentsOf: frame)
+        scheduleFlush()
     }
 }

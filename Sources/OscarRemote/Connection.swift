@@ -39,6 +39,9 @@ package final class Connection: @unchecked Sendable {
     /// connection closes (the association is told once, then forgotten), so
     /// the pair never outlives the connection.
     var association: Association?
+    /// The large message arriving on this connection, if one is
+    /// (see `Association.receive`).
+    var reassembly = Reassembly()
     /// Set when this side closed deliberately (a tie-break, say), so the close
     /// is not reported as a failure.
     var closeReason = ""

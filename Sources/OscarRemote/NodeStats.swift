@@ -22,6 +22,8 @@ package final class NodeStats: Sendable {
     private let connectionsRefused = Atomic<Int>(0)
     private let peersCutOff = Atomic<Int>(0)
     private let tlsRefusals = Atomic<Int>(0)
+    private let chunksOut = Atomic<Int>(0)
+    private let chunksIn = Atomic<Int>(0)
 
     private func counter<R>(_ counter: Counter, _ body: (borrowing Atomic<Int>) -> R) -> R {
         switch counter {
@@ -33,6 +35,8 @@ package final class NodeStats: Sendable {
         case .connectionsRefused: body(connectionsRefused)
         case .peersCutOff: body(peersCutOff)
         case .tlsRefusals: body(tlsRefusals)
+        case .chunksOut: body(chunksOut)
+        case .chunksIn: body(chunksIn)
         }
     }
 

@@ -20,6 +20,13 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         /// Handshake frames are under 200 bytes.
         var maxHandshakeFrame = 4096
         package var outboundCapacity = 64 << 20
+        /// The largest message sent or accepted; one larger than a chunk
+        /// travels in chunks (see `LargeMessageLane`).
+        package var maxMessageSize = 64 << 20
+        /// Bytes of large messages that may wait to go to one node.
+        package var largeOutboundCapacity = 128 << 20
+        /// Bytes of large messages being reassembled from all peers at once.
+        package var reassemblyCapacity = 256 << 20
         /// Inbound connections open at once; beyond it new ones are closed on
         /// arrival (see `ConnectionLimits`).
         package var maxInboundConnections = ConnectionLimits.defaultInbound
@@ -191,6 +198,7 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     }
 
     package func closed(_ conn: Connection, reason: String) {
+        releaseReassembly(conn.reassembly.abandon())
         if connections.removeValue(forKey: ObjectIdentifier(conn)) != nil, !conn.isInitiator {
             inbound -= 1
             if !conn.wasEstablished { handshaking -= 1 }
@@ -199,6 +207,19 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
         conn.association = nil
     }
+
+    /// Bytes of large messages being reassembled on every connection
+    /// (I/O loop), at most `settings.reassemblyCapacity`.
+    private var reassembling = 0
+
+    /// Takes room for a large message of `bytes` about to be reassembled.
+    func reserveReassembly(_ bytes: Int) -> Bool {
+        guard reassembling + bytes <= settings.reassemblyCapacity else { return false }
+        reassembling += bytes
+        return true
+    }
+
+    func releaseReassembly(_ bytes: Int) { reassembling -= bytes }
 
     /// Connections made outbound are tracked too, so shutdown closes them.
     func track(_ conn: Connection) { connections[ObjectIdentifier(conn)] = conn }

@@ -8,6 +8,10 @@ package enum WireKind: UInt8, Sendable {
     case ask = 2
     case reply = 3
     case failure = 4
+    /// A part of a message too large for one frame (see `LargeMessageLane`).
+    case chunk = 5
+    /// The receiver took this many more chunk bytes: the sender may send more.
+    case chunkAck = 6
     case hello = 0x10
     case challenge = 0x11
     case proof = 0x12
@@ -120,6 +124,9 @@ package enum WireError: Error, Hashable, CustomStringConvertible {
     case unknownKind(UInt8)
     case badPreamble
     case versionMismatch(ours: UInt16, theirs: UInt16)
+    /// Large messages already being reassembled from every peer reached the
+    /// node's bound: one more of this many bytes does not fit.
+    case reassemblyFull(Int)
 
     public var description: String {
         switch self {
@@ -128,6 +135,8 @@ package enum WireError: Error, Hashable, CustomStringConvertible {
         case .unknownKind(let k): "unknown frame kind \(k)"
         case .badPreamble: "the peer does not speak the Oscar protocol (bad magic)"
         case .versionMismatch(let ours, let theirs): "protocol version mismatch: ours \(ours), theirs \(theirs)"
+        case .reassemblyFull(let n):
+            "no room to reassemble a message of \(n) bytes: large messages from peers fill the node's bound"
         }
     }
 }

@@ -16,7 +16,7 @@ enum BenchCommand {
 
     static func run(_ args: inout Arguments) async throws(CLIError) {
         guard let workload = args.positionals.first else {
-            throw .usage("bench needs a workload: w1, w2, w3, w4, all or pool")
+            throw .usage("bench needs a workload: w1, w2, w3, w4, w5, w2s, all or pool")
         }
         switch workload {
         case "w4":
@@ -31,16 +31,21 @@ enum BenchCommand {
             try await report {
                 try await PoolBenchmark.run(total: count, routing: .roundRobin, label: "round_robin")
             }
-        case "w1", "w2", "w3":
+        case "w1", "w2", "w3", "w5", "w2s":
             let port = try args.int("connect", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
             let api = args.option("api") ?? "messages"
-            guard api == "messages" || (api == "distributed" && workload != "w1") else {
+            guard api == "messages" || (api == "distributed" && ["w2", "w3"].contains(workload)) else {
                 throw .usage("--api is messages or (for w2 and w3) distributed, not '\(api)'")
             }
             let tls = args.has("tls")
             try args.rejectUnknownOptions()
             try await remote(workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls)
+            if workload == "w5" {
+                try await report {
+                    [BenchFigure(metric: "w5_raw_tcp_loopback", value: try RawTCPBenchmark.rawTCP(), unit: "MB/s")]
+                }
+            }
         case "all":
             let spin = try spinOption(&args)
             try args.rejectUnknownOptions()
@@ -71,7 +76,8 @@ enum BenchCommand {
                 throw .failed("\(error)")
             }
         default:
-            throw .usage("unknown workload '\(workload)'; available: w1, w2, w3, w4, all, pool, flood, serve")
+            throw .usage(
+                "unknown workload '\(workload)'; available: w1, w2, w3, w4, w5, w2s, all, pool, flood, serve")
         }
     }
 

@@ -139,17 +139,17 @@ final class InflateActor: Reactor {
         #expect(b.stats.value(.peersCutOff) == 0)
     }
 
-    @Test func aReplyTooLargeForAFrameFailsThatAskNotTheConnection() async throws {
+    @Test func aReplyTooLargeForAMessageFailsThatAskNotTheConnection() async throws {
         let gate = Gate()
         let b = try ClusterNode(
-            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10)
+            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxMessageSize: 64 << 10)
         ) {
             actors in
             actors.nodeSingleton("ping") { PingActor(gate: gate) }
             actors.nodeSingleton("inflate") { InflateActor() }
         }
         let a = try ClusterNode(
-            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxFrameSize: 64 << 10))
+            settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2, maxMessageSize: 64 << 10))
         defer { shutDown(a, b) }
         let base = "oscar://127.0.0.1:\(b.address.port)/user"
         // An ask in flight on the same connection, answered only later.
@@ -158,7 +158,7 @@ final class InflateActor: Reactor {
         do {
             _ = try await a.system.ref("\(base)/inflate")!.ask(
                 Inflate(text: String(repeating: "y", count: 40 * 1024), times: 4), timeout: .seconds(10))
-            Issue.record("a 160 KiB reply arrived over a 64 KiB frame limit")
+            Issue.record("a 160 KiB reply arrived over a 64 KiB message limit")
         } catch {
             guard case .messageTooLarge(let bytes, let limit) = error else {
                 Issue.record("expected messageTooLarge, got \(error)")

@@ -6,6 +6,10 @@
 %%       request; throughput from the first send to the count.
 %%   W2  2,000 warm-up then 20,000 request/replies one at a time; p50, p99.
 %%   W3  200,000 request/replies with 64 outstanding; throughput.
+%%   W5  512 MiB in 1 MiB binaries (4 outstanding), then in 16 MiB ones
+%%       (2 outstanding), to another process of the server node; MB/s.
+%%   W2S W2 while another process pair streams 16 MiB binaries between the
+%%       same two nodes (2 outstanding) until W2 is done.
 %% Every wait has a timeout and every loop a count; the server halts when
 %% the client's node goes down or after five minutes.
 -module(oscar_peer).
@@ -16,6 +20,7 @@
 
 serve() ->
     register(oscar_peer, self()),
+    register(oscar_sink, spawn_link(fun sink/0)),
     erlang:send_after(300000, self(), give_up),
     io:format("READY~n"),
     serving(0).
@@ -50,6 +55,38 @@ connect(Node, Tries) ->
 
 now_ns() -> erlang:monotonic_time(nanosecond).
 
+%% The server node's receiver of large binaries: answers with their size.
+sink() ->
+    receive {blob, From, Id, Bin} -> From ! {blobbed, Id, byte_size(Bin)} end,
+    sink().
+
+%% Sends Total bytes to the sink in binaries of Size, InFlight at a time;
+%% with Total = infinity, until a `stop` message arrives. Returns MB/s.
+stream(Server, Size, Total, InFlight) ->
+    Sink = {oscar_sink, element(2, Server)},
+    Bin = binary:copy(<<16#5a>>, Size),
+    Count = case Total of infinity -> infinity; _ -> Total div Size end,
+    Start = now_ns(),
+    [Sink ! {blob, self(), Id, Bin} || Id <- lists:seq(1, InFlight)],
+    Sent = streaming(Sink, Bin, InFlight, InFlight, Count, 0),
+    Sent / ((now_ns() - Start) / 1.0e9) / 1.0e6.
+
+streaming(_, _, _, 0, _, Bytes) -> Bytes;
+streaming(Sink, Bin, Sent, Waiting, Count, Bytes) ->
+    Size = byte_size(Bin),
+    receive
+        {blobbed, _, Size} when Count =:= infinity; Sent < Count ->
+            Stop = receive stop -> true after 0 -> false end,
+            case Stop of
+                true -> streaming(Sink, Bin, Sent, Waiting - 1, Sent, Bytes + Size);
+                false -> Sink ! {blob, self(), Sent + 1, Bin},
+                         streaming(Sink, Bin, Sent + 1, Waiting, Count, Bytes + Size)
+            end;
+        {blobbed, _, Size} -> streaming(Sink, Bin, Sent, Waiting - 1, Count, Bytes + Size);
+        {blobbed, _, Other} -> exit({wrong_size, Size, Other})
+    after ?WAIT -> exit(stream_timeout)
+    end.
+
 run(w1, Server) ->
     N = 1000000,
     Start = now_ns(),
@@ -66,6 +103,27 @@ run(w2, Server) ->
     [{"w2_remote_ask_p50", percentile(Latencies, 0.50) / 1000, "us"},
      {"w2_remote_ask_p99", percentile(Latencies, 0.99) / 1000, "us"},
      {"w2_remote_ask_rate", 20000 / Seconds, "rt/s"}];
+run(w5, Server) ->
+    _ = stream(Server, 1 bsl 20, 16 bsl 20, 4),
+    Small = stream(Server, 1 bsl 20, 512 bsl 20, 4),
+    Large = stream(Server, 16 bsl 20, 512 bsl 20, 2),
+    [{"w5_1mib_throughput", Small, "MB/s"}, {"w5_16mib_throughput", Large, "MB/s"}];
+run(w2s, Server) ->
+    Self = self(),
+    Streamer = spawn_link(fun() ->
+        Self ! streaming,
+        Self ! {streamed, stream(Server, 16 bsl 20, infinity, 2)}
+    end),
+    receive streaming -> ok after ?WAIT -> exit(no_stream) end,
+    %% W2 starts 200 ms into the stream (some 16 MiB binaries have arrived).
+    [{_, P50, _}, {_, P99, _}, {_, Rate, _}] = run(w2_200ms_later, Server),
+    Streamer ! stop,
+    Streamed = receive {streamed, R} -> R after ?WAIT -> exit(w2s_stream_timeout) end,
+    [{"w2s_remote_ask_p50", P50, "us"}, {"w2s_remote_ask_p99", P99, "us"},
+     {"w2s_remote_ask_rate", Rate, "rt/s"}, {"w2s_stream_throughput", Streamed, "MB/s"}];
+run(w2_200ms_later, Server) ->
+    receive after 200 -> ok end,
+    run(w2, Server);
 run(w3, Server) ->
     Total = 200000,
     Start = now_ns(),

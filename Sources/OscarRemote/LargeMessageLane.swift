@@ -1,0 +1,142 @@
+/// The sending side of the large-message lane of one association: messages
+/// too large for one frame wait here and leave as chunk frames, a few at a
+/// time, between the ordinary frames.
+///
+/// Why chunks and a window: one 32 MiB frame would hold the connection while
+/// every small frame behind it waits, and so would 32 MiB of chunks handed to
+/// the socket at once (they would sit in the kernel's buffers ahead of later
+/// small frames). So a chunk goes only when the ordinary lane has nothing
+/// waiting, and at most `window` bytes of chunks are unacknowledged by the
+/// receiver: a small frame waits behind at most that much.
+///
+/// Why per-recipient queueing: a frame to an actor that has a large message
+/// queued here joins this queue behind it, whole. Otherwise a small message
+/// sent after a large one to the same actor would overtake it, and messages
+/// from one sender to one actor arrive in the order sent.
+///
+/// A pure value: the association writes what `nextFrame` returns and passes
+/// the receiver's acknowledgements to `acknowledged`.
+struct LargeMessageLane {
+    /// Bytes of message a chunk frame carries at most: with its header it
+    /// fits a 64 KiB frame.
+    static let chunkBytes = 64 * 1024 - 16
+    /// Chunk bytes unacknowledged at most.
+    static let window = 4 * chunkBytes
+
+    private struct Entry {
+        /// The message's whole frame, without its length prefix.
+        var body: [UInt8]
+        /// Whose order it keeps (nil for a reply, which has no recipient).
+        var recipient: String?
+        /// Bytes of `body` already sent in chunks.
+        var sent = 0
+        /// A frame that fits one frame: it queued here only to keep its
+        /// place behind a large message to the same recipient.
+        var whole: Bool
+    }
+
+    private var entries: [Entry] = []
+    private var head = 0
+    /// Queued recipients and how many entries each has here.
+    private var recipients: [String: Int] = [:]
+    /// Bytes queued and not yet sent (the lane's own bound counts these).
+    private(set) var queuedBytes = 0
+    /// Chunk bytes sent and not yet acknowledged.
+    private(set) var unacknowledged = 0
+
+    var isEmpty: Bool { head == entries.count }
+
+    /// Whether a frame to `recipient` must queue here to keep its order.
+    func holds(recipient: String) -> Bool { !recipients.isEmpty && recipients[recipient] != nil }
+
+    /// Queues a frame body: chunked if `whole` is false, else sent as it is.
+    mutating func enqueue(body: [UInt8], recipient: String?, whole: Bool) {
+        entries.append(Entry(body: body, recipient: recipient, whole: whole))
+        queuedBytes += body.count
+        if let recipient { recipients[recipient, default: 0] += 1 }
+    }
+
+    /// The next frame to write (length prefix included), or nil when the
+    /// lane is empty or the window is full.
+    mutating func nextFrame() -> [UInt8]? {
+        guard head < entries.count else { return nil }
+        if entries[head].whole {
+            var frame = Self.prefix(entries[head].body.count)
+            frame.append(contentsOf: entries[head].body)
+            finishEntry()
+            return frame
+        }
+        guard unacknowledged < Self.window else { return nil }
+        let body = entries[head].body
+        let start = entries[head].sent
+        let count = min(Self.chunkBytes, body.count - start)
+        let first = start == 0
+        var frame = Self.prefix(2 + (first ? 4 : 0) + count)
+        frame.append(WireKind.chunk.rawValue)
+        frame.append(first ? Self.firstChunk : 0)
+        if first { Self.appendUInt32(UInt32(body.count), to: &frame) }
+        frame.append(contentsOf: body[start..<start + count])
+        entries[head].sent += count
+        unacknowledged += count
+        if entries[head].sent == body.count { finishEntry() }
+        return frame
+    }
+
+    private mutating func finishEntry() {
+        queuedBytes -= entries[head].body.count
+        if let recipient = entries[head].recipient {
+            let left = recipients[recipient, default: 1] - 1
+            recipients[recipient] = left == 0 ? nil : left
+        }
+        entries[head].body = []
+        head += 1
+        if head == entries.count {
+            entries.removeAll(keepingCapacity: true)
+            head = 0
+        }
+    }
+
+    /// The receiver took `count` more chunk bytes.
+    mutating func acknowledged(_ count: Int) { unacknowledged = max(0, unacknowledged - count) }
+
+    /// A new connection: the message being chunked starts again from its
+    /// first chunk (its receiver on the old connection drops what it had),
+    /// and nothing is unacknowledged on the new one.
+    mutating func restart() {
+        if head < entries.count { entries[head].sent = 0 }
+        unacknowledged = 0
+    }
+
+    mutating func removeAll() { self = LargeMessageLane() }
+
+    /// Flag bit of a chunk frame: the first chunk, which carries the
+    /// message's length.
+    static let firstChunk: UInt8 = 2
+
+    /// An acknowledgement frame for `count` chunk bytes.
+    static func acknowledgement(_ count: Int) -> [UInt8] {
+        var frame = prefix(6)
+        frame.append(WireKind.chunkAck.rawValue)
+        frame.append(0)
+        appendUInt32(UInt32(count), to: &frame)
+        return frame
+    }
+
+    private static func prefix(_ length: Int) -> [UInt8] {
+        var frame: [UInt8] = []
+        frame.reserveCapacity(4 + length)
+        appendUInt32(UInt32(length), to: &frame)
+        return frame
+    }
+
+    static func appendUInt32(_ value: UInt32, to out: inout [UInt8]) {
+        out.append(UInt8(value >> 24))
+        out.append(UInt8(truncatingIfNeeded: value >> 16))
+        out.append(UInt8(truncatingIfNeeded: value >> 8))
+        out.append(UInt8(truncatingIfNeeded: value))
+    }
+
+    static func readUInt32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Int {
+        Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16 | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+    }
+}

@@ -1,0 +1,57 @@
+/// The receiving side of the large-message lane on one connection: chunk
+/// frames in, the message's whole frame out once its last chunk is here.
+///
+/// A sender chunks one message at a time per connection, so a connection
+/// reassembles at most one. What a peer can make this node hold is bounded
+/// twice: one message at most `maxMessageSize` (declared in its first chunk
+/// and checked before anything is kept), and all connections together at most
+/// the transport's reassembly bound (`reserve`).
+struct Reassembly {
+    private var body: [UInt8] = []
+    /// The declared length of the message being reassembled; 0 when none is.
+    private(set) var expected = 0
+    /// Chunks of a message were dropped (an injected blackhole): its later
+    /// chunks are ignored, up to the next first chunk.
+    private var skipping = false
+
+    /// Takes one chunk frame's bytes after its kind and flags. `reserve`
+    /// asks the transport for a first chunk's declared length (false: the
+    /// node's bound is reached). Returns the message's frame when complete.
+    mutating func receive(
+        _ chunk: UnsafeRawBufferPointer, first: Bool, maxMessageSize: Int, reserve: (Int) -> Bool
+    ) throws(WireError) -> [UInt8]? {
+        var data = chunk
+        if first {
+            guard expected == 0 else { throw .malformedFrame("a first chunk while a message is still arriving") }
+            guard chunk.count >= 4 else { throw .malformedFrame("a first chunk without the message's length") }
+            let length = LargeMessageLane.readUInt32(chunk, at: 0)
+            guard length <= maxMessageSize else { throw .frameTooLarge(length, limit: maxMessageSize) }
+            guard length > 0 else { throw .malformedFrame("a chunked message of 0 bytes") }
+            guard reserve(length) else { throw .reassemblyFull(length) }
+            expected = length
+            skipping = false
+            body.reserveCapacity(length)
+            data = UnsafeRawBufferPointer(rebasing: chunk[4...])
+        } else if expected == 0 {
+            if skipping { return nil }
+            throw .malformedFrame("a chunk with no message arriving")
+        }
+        guard data.count <= expected - body.count else {
+            throw .malformedFrame("chunks run past the message's length of \(expected)")
+        }
+        body.append(contentsOf: data)
+        guard body.count == expected else { return nil }
+        defer { self = Reassembly() }
+        return body
+    }
+
+    /// Drops the message being reassembled (the connection closed, or an
+    /// injected fault dropped one of its chunks) and returns the bytes it
+    /// had reserved.
+    mutating func abandon(skippingItsRest: Bool = false) -> Int {
+        let reserved = expected
+        self = Reassembly()
+        skipping = skippingItsRest
+        return reserved
+    }
+}
