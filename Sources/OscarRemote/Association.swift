@@ -496,6 +496,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             large.restart()
             largeConnection = connection
         }
+        // A write per chunk: the receiver starts on the first while the
+        // next is written (one write for the window's chunks did half).
         while connection.unsentBytes < LargeMessageLane.window, let frame = large.nextFrame() {
             connection.write(frame)
             if frame[4] == WireKind.chunk.rawValue { transport.stats.add(.chunksOut) }
@@ -778,11 +780,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         transport.stats.add(.chunksIn)
         let first = frame[1] & LargeMessageLane.firstChunk != 0
         let data = UnsafeRawBufferPointer(rebasing: frame[2...])
-        let whole = try conn.reassembly.receive(
+        let outcome = try conn.reassembly.receive(
             data, first: first, maxMessageSize: transport.settings.maxMessageSize,
             reserve: transport.reserveReassembly)
         acknowledge(data.count - (first ? 4 : 0), on: conn)
-        guard let whole else { return }
+        let whole: [UInt8]
+        switch outcome {
+        case .partial: return
+        case .whole(let body): whole = body
+        case .refused(let length, let head): return refuseLarge(length: length, head: head, on: conn)
+        }
         transport.releaseReassembly(whole.count)
         guard let kind = whole.first.flatMap(WireKind.init(rawValue:)), kind != .chunk, kind != .chunkAck else {
             throw .malformedFrame("a chunked message that is itself a chunk")
@@ -792,6 +799,20 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             return nil
         }
         if let failure { throw failure }
+    }
+
+    /// A message over this node's maximum size is skipped: an ask gets
+    /// `messageTooLarge`, a tell is dropped; the connection stays.
+    private func refuseLarge(length: Int, head: [UInt8], on conn: Connection) {
+        let limit = transport.settings.maxMessageSize
+        transport.refusedMessages.note(
+            "refused a message of \(length) bytes from \(node): over this node's maximum of \(limit)")
+        guard head.count >= 10, head[0] == WireKind.ask.rawValue else { return }
+        let correlation = head[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let failure = Self.encoded(AskError.messageTooLarge(bytes: length, limit: limit))
+        try? sendOutcome(.failure, correlation: correlation, on: conn, lane: .ordinary) {
+            $0.append(contentsOf: failure)
+        }
     }
 
     /// Tells the sender `count` more chunk bytes were taken: on the control

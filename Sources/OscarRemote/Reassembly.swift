@@ -4,8 +4,9 @@
 /// A sender chunks one message at a time per connection, so a connection
 /// reassembles at most one. What a peer can make this node hold is bounded
 /// twice: one message at most `maxMessageSize` (declared in its first chunk
-/// and checked before anything is kept), and all connections together at most
-/// the transport's reassembly bound (`reserve`).
+/// and checked before anything is kept; a larger one is skipped), and all
+/// connections together at most the transport's reassembly bound
+/// (`reserve`).
 struct Reassembly {
     private var body: [UInt8] = []
     /// The declared length of the message being reassembled; 0 when none is.
@@ -14,18 +15,36 @@ struct Reassembly {
     /// chunks are ignored, up to the next first chunk.
     private var skipping = false
 
+    /// What a chunk did.
+    enum Outcome: Equatable {
+        /// The message is not whole yet (or its chunks are being skipped).
+        case partial
+        /// The message's frame body, whole.
+        case whole([UInt8])
+        /// A message over this node's maximum: its chunks are skipped.
+        /// `head` is the start of its body (kind, flags, correlation), so an
+        /// ask can be answered with `messageTooLarge`.
+        case refused(length: Int, head: [UInt8])
+    }
+
     /// Takes one chunk frame's bytes after its kind and flags. `reserve`
     /// asks the transport for a first chunk's declared length (false: the
-    /// node's bound is reached). Returns the message's frame when complete.
+    /// node's bound is reached).
     mutating func receive(
         _ chunk: UnsafeRawBufferPointer, first: Bool, maxMessageSize: Int, reserve: (Int) -> Bool
-    ) throws(WireError) -> [UInt8]? {
+    ) throws(WireError) -> Outcome {
         var data = chunk
         if first {
             guard expected == 0 else { throw .malformedFrame("a first chunk while a message is still arriving") }
             guard chunk.count >= 4 else { throw .malformedFrame("a first chunk without the message's length") }
             let length = LargeMessageLane.readUInt32(chunk, at: 0)
-            guard length <= maxMessageSize else { throw .frameTooLarge(length, limit: maxMessageSize) }
+            guard length <= maxMessageSize else {
+                // The sender's maximum is larger than ours: refuse this
+                // message, not the connection.
+                self = Reassembly()
+                skipping = true
+                return .refused(length: length, head: Array(chunk[4..<min(chunk.count, 14)]))
+            }
             guard length > 0 else { throw .malformedFrame("a chunked message of 0 bytes") }
             guard reserve(length) else { throw .reassemblyFull(length) }
             expected = length
@@ -33,16 +52,16 @@ struct Reassembly {
             body.reserveCapacity(length)
             data = UnsafeRawBufferPointer(rebasing: chunk[4...])
         } else if expected == 0 {
-            if skipping { return nil }
+            if skipping { return .partial }
             throw .malformedFrame("a chunk with no message arriving")
         }
         guard data.count <= expected - body.count else {
             throw .malformedFrame("chunks run past the message's length of \(expected)")
         }
         body.append(contentsOf: data)
-        guard body.count == expected else { return nil }
+        guard body.count == expected else { return .partial }
         defer { self = Reassembly() }
-        return body
+        return .whole(body)
     }
 
     /// Drops the message being reassembled (the connection closed, or an

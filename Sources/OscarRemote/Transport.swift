@@ -83,6 +83,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     private(set) lazy var droppedReplies = ThrottledLog(loop: ioLoop, what: "replies dropped") {
         OscarLog.shared.warning($0)
     }
+    private(set) lazy var refusedMessages = ThrottledLog(loop: ioLoop, what: "messages over the maximum refused") {
+        OscarLog.shared.warning($0)
+    }
 
     package init(
         system: ActorSystem, secret: String, settings: Settings, stats: NodeStats = NodeStats(),

@@ -25,7 +25,9 @@ public enum AskError: Error, Sendable, Hashable, Codable, CustomStringConvertibl
     case decodeFailed(String)
     /// The peer refused the connection: wrong cluster secret or protocol version.
     case rejected(String)
-    /// The encoded message is larger than the maximum frame size.
+    /// The encoded message or reply (with its envelope, a few dozen bytes
+    /// more than the value) is larger than the sender's or the receiver's
+    /// maximum message size (`ClusterNode.Settings.maxMessageSize`).
     case messageTooLarge(bytes: Int, limit: Int)
     /// The queue of bytes waiting to go to that node is full (it is not
     /// reading fast enough); the message was not accepted.
@@ -42,7 +44,7 @@ public enum AskError: Error, Sendable, Hashable, Codable, CustomStringConvertibl
         case .nodeUnreachable(let n, let why): "node \(n) is unreachable: \(why)"
         case .decodeFailed(let why): "could not decode: \(why)"
         case .rejected(let why): "the connection was rejected: \(why)"
-        case .messageTooLarge(let n, let limit): "message of \(n) bytes exceeds the maximum frame size of \(limit)"
+        case .messageTooLarge(let n, let limit): "message of \(n) bytes exceeds the maximum message size of \(limit)"
         case .outboundFull(let n): "the outbound queue to \(n) is full; message not accepted"
         }
     }

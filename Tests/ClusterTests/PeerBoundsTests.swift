@@ -170,6 +170,28 @@ final class InflateActor: Reactor {
         #expect(try await slow.value == 1)  // the connection survived
     }
 
+    @Test func aMessageOverTheReceiversMaximumFailsThatAskNotTheConnection() async throws {
+        let b = try Self.node { $0.maxMessageSize = 1 << 20 }
+        let a = try Self.node()  // 64 MiB: it sends what b refuses
+        defer { shutDown(a, b) }
+        let inflate = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/inflate")!
+        do {
+            _ = try await inflate.ask(
+                Inflate(text: String(repeating: "x", count: 2 << 20), times: 1), timeout: .seconds(30))
+            Issue.record("a 2 MiB ask arrived over a 1 MiB maximum")
+        } catch {
+            guard case .messageTooLarge(let bytes, let limit) = error else {
+                Issue.record("expected messageTooLarge, got \(error)")
+                return
+            }
+            #expect(bytes > 2 << 20 && limit == 1 << 20)
+        }
+        // The connection stayed: the next ask goes through at once.
+        let small = try await inflate.ask(Inflate(text: "y", times: 3), timeout: .seconds(30))
+        #expect(small == "yyy")
+        #expect(b.stats.value(.chunksIn) > 0)
+    }
+
     @Test func twoClientsAdvertisingTheSameAddressEachGetTheirOwnReplies() async throws {
         let b = try Self.node()
         defer { b.shutdown() }

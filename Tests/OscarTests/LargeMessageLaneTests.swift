@@ -23,7 +23,7 @@ import Testing
             guard body[0] == WireKind.chunk.rawValue else { return delivered.append(body) }
             let first = body[1] & LargeMessageLane.firstChunk != 0
             var reservedNow = reserved
-            let whole = try body.withUnsafeBytes { bytes in
+            let outcome = try body.withUnsafeBytes { bytes in
                 Result { () throws(WireError) in
                     try reassembly.receive(
                         UnsafeRawBufferPointer(rebasing: bytes[2...]), first: first, maxMessageSize: 64 << 20
@@ -34,7 +34,7 @@ import Testing
             }.get()
             reserved = reservedNow
             acknowledged += body.count - 2 - (first ? 4 : 0)
-            if let whole {
+            if case .whole(let whole) = outcome {
                 reserved -= whole.count
                 delivered.append(whole)
             }
@@ -104,9 +104,11 @@ import Testing
             if let length { LargeMessageLane.appendUInt32(UInt32(length), to: &bytes) }
             return bytes + [UInt8](repeating: 1, count: data)
         }
-        func feed(_ chunks: [(Bool, [UInt8])], max: Int = 1 << 20, room: Int = 1 << 30) -> Result<[UInt8]?, WireError> {
+        func feed(
+            _ chunks: [(Bool, [UInt8])], max: Int = 1 << 20, room: Int = 1 << 30
+        ) -> Result<Reassembly.Outcome?, WireError> {
             var r = Reassembly()
-            var last: [UInt8]? = nil
+            var last: Reassembly.Outcome? = nil
             for (first, bytes) in chunks {
                 let outcome = bytes.withUnsafeBytes { b in
                     Result { () throws(WireError) in try r.receive(b, first: first, maxMessageSize: max) { $0 <= room }
@@ -121,7 +123,7 @@ import Testing
         }
         // A continuation with no message, a first chunk without its length,
         // a second first chunk, too many bytes, a declared length over the
-        // maximum or over the node's room: each a typed error.
+        // node's room: each a typed error.
         #expect(throws: WireError.self) { try feed([(false, chunk(false, data: 10))]).get() }
         #expect(throws: WireError.self) { try feed([(true, [0, 0])]).get() }
         #expect(throws: WireError.self) {
@@ -130,14 +132,22 @@ import Testing
         #expect(throws: WireError.self) {
             try feed([(true, chunk(true, length: 100, data: 60)), (false, chunk(false, data: 60))]).get()
         }
-        #expect(throws: WireError.frameTooLarge(2 << 20, limit: 1 << 20)) {
-            try feed([(true, chunk(true, length: 2 << 20, data: 1))]).get()
-        }
+        // Over the maximum: that message is refused and its chunks skipped,
+        // and the next message is reassembled.
+        #expect(
+            try feed([(true, chunk(true, length: 2 << 20, data: 12))]).get()
+                == .refused(length: 2 << 20, head: [UInt8](repeating: 1, count: 10)))
+        #expect(
+            try feed([
+                (true, chunk(true, length: 2 << 20, data: 3)), (false, chunk(false, data: 50)),
+                (true, chunk(true, length: 20, data: 20)),
+            ]).get() == .whole([UInt8](repeating: 1, count: 20)))
         #expect(throws: WireError.reassemblyFull(5000)) {
             try feed([(true, chunk(true, length: 5000, data: 1))], room: 4096).get()
         }
         #expect(
-            try feed([(true, chunk(true, length: 100, data: 60)), (false, chunk(false, data: 40))]).get()?.count == 100)
+            try feed([(true, chunk(true, length: 100, data: 60)), (false, chunk(false, data: 40))]).get()
+                == .whole([UInt8](repeating: 1, count: 100)))
         // Random bytes as chunks never trap.
         var random = SplitMix64(seed: 7)
         for _ in 0..<2000 {
