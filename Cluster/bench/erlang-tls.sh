@@ -10,6 +10,7 @@
 #
 #   Cluster/bench/erlang-tls.sh                 # 3 runs of W1, W2, W3 each way
 #   RUNS=5 WORKLOADS="w2 w3" Cluster/bench/erlang-tls.sh
+#   DISTS=tcp WORKLOADS="w5 w2 w2s" Cluster/bench/erlang-tls.sh  # large messages
 #
 # Installs erlang-nox (Debian) when erlc is missing. The workloads are
 # Cluster/bench/erlang/oscar_peer.erl's.
