@@ -49,6 +49,8 @@ package struct MembershipCore: Core {
         public var now: Double = 0
         package var seeds: [NodeAddress] = []
         var detectors: [UInt64: PhiAccrualDetector] = [:]
+        /// Watched members asked again this silence (see `retryPhi`).
+        var retried: [UInt64: Double] = [:]
         /// When the set of unreachable members last changed (downing waits
         /// for it to be stable).
         var unreachableChangedAt: Double = 0
@@ -268,14 +270,17 @@ package struct MembershipCore: Core {
 
     /// The members `me` watches: the next `monitorsPerMember` after it, in
     /// address order, wrapping around, skipping exiting members (they are on
-    /// their way out on purpose). Walks indices: copying member records was
-    /// the cost at 1,000 nodes.
+    /// their way out on purpose) and downed ones (judged already, and not
+    /// running: counted, five downed members in a row left the member after
+    /// them watched by nobody alive, so its crash went unseen and the
+    /// cluster never converged again). Walks indices: copying member
+    /// records was the cost at 1,000 nodes.
     static func monitored(by me: UInt64, in members: [Member]) -> [Member] {
         guard let mine = members.firstIndex(where: { $0.uid == me }) else { return [] }
         var out: [Member] = []
         var i = (mine + 1) % members.count
         while i != mine, out.count < monitorsPerMember {
-            if members[i].status != .exiting { out.append(members[i]) }
+            if members[i].status != .exiting, members[i].status != .down { out.append(members[i]) }
             i = (i + 1) % members.count
         }
         return out
@@ -300,7 +305,7 @@ package struct MembershipCore: Core {
         } else if s.myStatus == .joining, s.gossip.current.count == 1 {
             out += s.seeds.map { .sendJoin(to: $0, s.me) }
         }
-        detect(&s, others)
+        detect(&s, others, &out)
         gossip(&s, &out, count: settings.gossipFanout)
         if s.admitted, s.gossip.leader?.uid == s.me.uid {
             leaderActions(&s, &out)
@@ -309,7 +314,18 @@ package struct MembershipCore: Core {
         downing(&s)
     }
 
-    private func detect(_ s: inout State, _ others: [Member]) {
+    /// Phi at and above which a watcher, before it may judge a member
+    /// unreachable, asks it again at once (`heartbeatRetries` more
+    /// requests). A lost
+    /// heartbeat request or reply is then not enough for a false suspicion:
+    /// all of them must be lost. 0.3 is low enough that the tick before the
+    /// one where phi reaches the threshold always retries (with the 100 ms
+    /// floor on the deviation, phi half a tick before crossing 8 is at least
+    /// 0.38), so a crashed member is judged at the same tick as without
+    /// retries; a member answering every 500 ms stays near 0.
+    public static let retryPhi = 0.3
+
+    private func detect(_ s: inout State, _ others: [Member], _ out: inout [Directive]) {
         for member in others {
             let d =
                 s.detectors[member.uid]
@@ -322,7 +338,18 @@ package struct MembershipCore: Core {
                 }()
             s.detectors[member.uid] = d
             let mine = s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(member.uid) ?? false
-            let available = d.isAvailable(at: s.now)
+            let phi = d.phi(at: s.now)
+            let available = phi < settings.failureDetector.threshold
+            if !mine, phi >= Self.retryPhi, settings.heartbeatRetries > 0 {
+                if available || s.retried[member.uid] == nil {
+                    // Suspicious, not yet judged: ask again before judging.
+                    s.retried[member.uid] = s.now
+                    for _ in 0..<settings.heartbeatRetries { out.append(.sendHeartbeatRequest(to: member.node)) }
+                    continue
+                }
+            } else {
+                s.retried[member.uid] = nil
+            }
             if available == mine { s.gossip.observe(s.me.uid, reaches: member.uid, available) }
         }
         // No longer watched (the ring moved as members came and went): drop
@@ -331,6 +358,7 @@ package struct MembershipCore: Core {
         // it can no longer revise. The member's new watchers judge it.
         for uid in s.detectors.keys where !others.contains(where: { $0.uid == uid }) {
             s.detectors[uid] = nil
+            s.retried[uid] = nil
             if s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(uid) ?? false {
                 s.gossip.observe(s.me.uid, reaches: uid, true)
             }

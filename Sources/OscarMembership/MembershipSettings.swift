@@ -34,6 +34,10 @@ public struct MembershipSettings: Sendable, Hashable {
     public var downing = Downing.keepMajority
     /// Members gossiped to per tick. Default 1.
     public var gossipFanout = 1
+    /// Heartbeat requests a watcher sends again, at once, to a member that
+    /// has gone quiet, before it may judge it unreachable (see
+    /// `MembershipCore.retryPhi`). Default 2; 0 turns retries off.
+    public var heartbeatRetries = 2
     /// How long the first seed waits, after the last other seed asked
     /// it to join (so is in no cluster either), before it forms a new
     /// cluster; it forms one only once every seed has. The wait lets a

@@ -111,6 +111,8 @@ public struct ClusterSimulator {
 
     /// Node `i`'s current view.
     package func view(_ i: Int) -> Gossip { states[i].gossip }
+    /// Node `i`'s uid (its current incarnation's).
+    package func uid(of i: Int) -> UInt64 { states[i].me.uid }
 
     public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
 

@@ -15,6 +15,9 @@ public struct SimulationReport: Sendable {
     public var coldStartConvergence: Double?
     /// Virtual seconds from a late node's start until every node saw it up.
     public var newMemberUp: Double?
+    /// Virtual seconds from a kill until the first node judged the victim
+    /// unreachable (its own observation), measured in steps of 10 ms.
+    public var killFirstDetected: Double?
     /// Virtual seconds from a kill until every live node saw the victim
     /// unreachable, and until it was removed everywhere.
     public var killDetected: Double?
@@ -68,6 +71,7 @@ public struct SimulationReport: Sendable {
                 let live = all.filter { $0 != victim }
                 let killedAt = sim.now
                 sim.kill(victim)
+                report.killFirstDetected = Self.firstDetection(in: &sim, of: uid, by: live, limit: limit)
                 if let d = sim.run(
                     untilTrue: { s in
                         live.allSatisfy { !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed }
@@ -112,5 +116,20 @@ public struct SimulationReport: Sendable {
             report.falseRemovals[loss] = removed
         }
         return report
+    }
+
+    /// Runs `sim` until one of `nodes` has judged the member `uid`
+    /// unreachable itself, and returns how long that took (nil past `limit`).
+    public static func firstDetection(
+        in sim: inout ClusterSimulator, of uid: UInt64, by nodes: [Int], limit: Double
+    ) -> Double? {
+        let start = sim.now
+        let detected = sim.run(
+            untilTrue: { s in
+                nodes.contains { i in
+                    s.view(i).reachability.observers[s.uid(of: i)]?.unreachable.contains(uid) ?? false
+                }
+            }, limit: start + limit, step: 0.01)
+        return detected.map { $0 - start }
     }
 }

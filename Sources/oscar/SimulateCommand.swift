@@ -100,13 +100,16 @@ enum SimulateCommand {
     static func table(_ reports: [SimulationReport]) -> String {
         var rows = [
             [
-                "nodes", "cold start", "new member up", "killed: unreachable", "killed: removed",
+                "nodes", "cold start", "new member up", "killed: first detection", "killed: unreachable",
+                "killed: removed",
                 "false suspicions /min (5% / 20% loss)", "false removals", "gossip /node/s",
             ]
         ]
         for r in reports {
             rows.append([
-                "\(r.nodes)", seconds(r.coldStartConvergence), seconds(r.newMemberUp), seconds(r.killDetected),
+                "\(r.nodes)", seconds(r.coldStartConvergence), seconds(r.newMemberUp),
+                r.killFirstDetected.map { String(Double(Int(($0 * 100).rounded())) / 100) + " s" } ?? "—",
+                seconds(r.killDetected),
                 seconds(r.killRemoved),
                 "\(format1(r.falseSuspicionsPerMinute[0.05] ?? .nan)) / \(format1(r.falseSuspicionsPerMinute[0.20] ?? .nan))",
                 "\(r.falseRemovals[0.05] ?? 0) / \(r.falseRemovals[0.20] ?? 0)", format1(r.gossipPerNodeSecond),

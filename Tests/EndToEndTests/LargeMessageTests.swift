@@ -22,6 +22,37 @@ import Testing
         var isSet: Bool { value.load(ordering: .acquiring) }
     }
 
+    /// Asks `counter` again and again until `finished`, and counts the
+    /// asks answered while a large message's chunks were going out.
+    final class SmallAsker: Reactor {
+        struct Run: Message {
+            typealias Reply = Int
+            var counter: ActorRef
+        }
+        let finished: Flag
+        let chunksOut: @Sendable () -> Int
+
+        init(finished: Flag, chunksOut: @escaping @Sendable () -> Int) {
+            self.finished = finished
+            self.chunksOut = chunksOut
+        }
+
+        static func reactions(_ r: inout Reactions<SmallAsker>) {
+            r.on(
+                Run.self,
+                future: { me, m in
+                    let (finished, chunksOut) = (me.finished, me.chunksOut)
+                    var during = 0
+                    while !finished.isSet {
+                        _ = try await m.counter.ask(Demo.GetCount(), timeout: .seconds(30))
+                        let sent = chunksOut()
+                        if sent > 0, sent < LargeMessageTests.chunks { during += 1 }
+                    }
+                    return during
+                })
+        }
+    }
+
     @Test func a32MiBMessageCrossesNodesBothWaysWhileSmallAsksKeepFlowing() async throws {
         let server = try OscarProcess(["node", "--port", "0", "--loops", "2"])
         let port = try #require(await server.listeningPort())
@@ -37,25 +68,22 @@ import Testing
             defer { finished.set() }
             return try await echo.ask(Demo.Echo(text: text), timeout: .seconds(120))
         }
-        // Small asks to another actor of that node, four at a time, for as
-        // long as the large one (out and back) is under way. Those answered
+        // Small asks to another actor of that node, from two actors of the
+        // client node, for as long as the large one (out and back) is under
+        // way. They run on the node's loops, not on Swift's cooperative
+        // pool, which the rest of the suite may keep busy. Those answered
         // while its chunks were still going out count: encoding and decoding
         // 32 MiB holds a loop whatever the transport does, but the transfer
         // itself must not hold up small messages.
         let stats = client.stats
-        let during = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<4 {
-                group.addTask {
-                    var during = 0
-                    while !finished.isSet {
-                        _ = try await counter.ask(Demo.GetCount(), timeout: .seconds(30))
-                        let sent = stats.value(.chunksOut)
-                        if sent > 0, sent < Self.chunks { during += 1 }
-                    }
-                    return during
-                }
+        let askers = try (0..<2).map { n in
+            try client.system.spawn("asker-\(n)") {
+                SmallAsker(finished: finished, chunksOut: { stats.value(.chunksOut) })
             }
-            return try await group.reduce(0, +)
+        }
+        var during = 0
+        for asker in askers {
+            during += try await asker.ask(SmallAsker.Run(counter: counter), timeout: .seconds(280))
         }
         let reply = try await large.value
         #expect(reply.text.utf8.count == Self.size)
