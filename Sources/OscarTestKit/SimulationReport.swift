@@ -46,44 +46,51 @@ public struct SimulationReport: Sendable {
             }
         }
 
-        // Cold start, then a late joiner.
-        progress("n=\(n): cold start and a late joiner")
-        var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
-        settings.lastNodeStartsAt = 1_000  // effectively "later", set below
-        var sim = ClusterSimulator(settings: settings)
-        let early = Array(0..<(n - 1))
-        report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
-        if let t = report.coldStartConvergence {
-            // Restart the scenario with the late node starting just after convergence.
-            settings.lastNodeStartsAt = t + 1
-            sim = ClusterSimulator(settings: settings)
-            let all = Array(0..<n)
-            if let upAt = sim.run(untilTrue: { allUp($0, all, n) }, limit: t + 1 + limit, step: 0.25) {
-                report.newMemberUp = upAt - (t + 1)
-                // Stable cluster: gossip load over 10 s.
-                let before = sim.gossipSent
-                sim.run(until: sim.now + 10)
-                report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
-                // Kill one, measure detection and removal.
-                progress("n=\(n): killing a node")
-                let victim = n / 2
-                let uid = ClusterSimulator.address(victim).uid
-                let live = all.filter { $0 != victim }
-                let killedAt = sim.now
-                sim.kill(victim)
-                report.killFirstDetected = Self.firstDetection(in: &sim, of: uid, by: live, limit: limit)
-                if let d = sim.run(
-                    untilTrue: { s in
-                        live.allSatisfy { !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed }
-                    }, limit: killedAt + limit, step: 0.1)
-                {
-                    report.killDetected = d - killedAt
-                }
-                if let r = sim.run(
-                    untilTrue: { s in live.allSatisfy { s.view($0).members[uid]?.status == .removed } },
-                    limit: killedAt + limit, step: 0.25)
-                {
-                    report.killRemoved = r - killedAt
+        // Cold start, then a late joiner. In a scope of its own, so its
+        // simulator is gone before the loss runs make theirs.
+        do {
+            progress("n=\(n): cold start and a late joiner")
+            var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+            settings.lastNodeStartsAt = 1_000  // effectively "later", set below
+            var sim = ClusterSimulator(settings: settings)
+            sim.recordsEvents = false  // views, not events, are read here
+            let early = Array(0..<(n - 1))
+            report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
+            if let t = report.coldStartConvergence {
+                // Restart the scenario with the late node starting just after convergence.
+                settings.lastNodeStartsAt = t + 1
+                sim = ClusterSimulator(settings: settings)
+                sim.recordsEvents = false  // views, not events, are read here
+                let all = Array(0..<n)
+                if let upAt = sim.run(untilTrue: { allUp($0, all, n) }, limit: t + 1 + limit, step: 0.25) {
+                    report.newMemberUp = upAt - (t + 1)
+                    // Stable cluster: gossip load over 10 s.
+                    let before = sim.gossipSent
+                    sim.run(until: sim.now + 10)
+                    report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
+                    // Kill one, measure detection and removal.
+                    progress("n=\(n): killing a node")
+                    let victim = n / 2
+                    let uid = ClusterSimulator.address(victim).uid
+                    let live = all.filter { $0 != victim }
+                    let killedAt = sim.now
+                    sim.kill(victim)
+                    report.killFirstDetected = Self.firstDetection(in: &sim, of: uid, by: live, limit: limit)
+                    if let d = sim.run(
+                        untilTrue: { s in
+                            live.allSatisfy {
+                                !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed
+                            }
+                        }, limit: killedAt + limit, step: 0.1)
+                    {
+                        report.killDetected = d - killedAt
+                    }
+                    if let r = sim.run(
+                        untilTrue: { s in live.allSatisfy { s.view($0).members[uid]?.status == .removed } },
+                        limit: killedAt + limit, step: 0.25)
+                    {
+                        report.killRemoved = r - killedAt
+                    }
                 }
             }
         }
@@ -97,6 +104,7 @@ public struct SimulationReport: Sendable {
         guard let start = formed.run(untilTrue: { allUp($0, Array(0..<n), n) }, limit: limit, step: 0.25) else {
             return report
         }
+        formed.forgetEvents()  // only the loss window's are counted
         for loss in lossRates {
             progress("n=\(n): \(Int(loss * 100))% loss for \(Int(window)) s")
             var s = formed
