@@ -330,18 +330,15 @@ package struct MembershipCore: Core {
 
     private func detect(_ s: inout State, _ others: [Member], _ out: inout [Directive]) {
         for member in others {
-            let d =
-                s.detectors[member.uid]
-                ?? {
-                    // Start watching with a heartbeat "now", so a member is not
-                    // suspected before its first heartbeat could have arrived.
-                    var fresh = PhiAccrualDetector(settings: settings.failureDetector)
-                    fresh.heartbeat(at: s.now)
-                    return fresh
-                }()
-            s.detectors[member.uid] = d
+            if s.detectors[member.uid] == nil {
+                // Start watching with a heartbeat "now", so a member is not
+                // suspected before its first heartbeat could have arrived.
+                var fresh = PhiAccrualDetector(settings: settings.failureDetector)
+                fresh.heartbeat(at: s.now)
+                s.detectors[member.uid] = fresh
+            }
             let mine = s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(member.uid) ?? false
-            let phi = d.phi(at: s.now)
+            let phi = s.detectors[member.uid]?.phi(at: s.now) ?? 0
             let available = phi < settings.failureDetector.threshold
             if !mine, phi >= Self.retryPhi, settings.heartbeatRetries > 0 {
                 if available || s.retried[member.uid] == nil {
@@ -419,7 +416,10 @@ package struct MembershipCore: Core {
         let g = s.gossip
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
         if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
-        for m in g.current where m.status == .down && s.downSince[m.uid] == nil { s.downSince[m.uid] = s.now }
+        // Indices, not members: a member's copy retains its strings and roles.
+        for i in g.current.indices where g.current[i].status == .down && s.downSince[g.current[i].uid] == nil {
+            s.downSince[g.current[i].uid] = s.now
+        }
     }
 
     /// Gossips to `count` members, preferring ones that have not seen this
