@@ -50,7 +50,7 @@ package struct MembershipCore: Core {
         package var seeds: [NodeAddress] = []
         var detectors: [UInt64: PhiAccrualDetector] = [:]
         /// Watched members asked again this silence (see `retryPhi`).
-        var retried: [UInt64: Double] = [:]
+        var retried: Set<UInt64> = []
         /// When the set of unreachable members last changed (downing waits
         /// for it to be stable).
         var unreachableChangedAt: Double = 0
@@ -319,9 +319,8 @@ package struct MembershipCore: Core {
 
     /// Phi at and above which a watcher, before it may judge a member
     /// unreachable, asks it again at once (`heartbeatRetries` more
-    /// requests). A lost
-    /// heartbeat request or reply is then not enough for a false suspicion:
-    /// all of them must be lost. 0.3 is low enough that the tick before the
+    /// requests). A lost heartbeat request or reply is then not enough for
+    /// a false suspicion: all of them must be lost. 0.3 is low enough that the tick before the
     /// one where phi reaches the threshold always retries (with the 100 ms
     /// floor on the deviation, phi half a tick before crossing 8 is at least
     /// 0.38), so a crashed member is judged at the same tick as without
@@ -341,14 +340,14 @@ package struct MembershipCore: Core {
             let phi = s.detectors[member.uid]?.phi(at: s.now) ?? 0
             let available = phi < settings.failureDetector.threshold
             if !mine, phi >= Self.retryPhi, settings.heartbeatRetries > 0 {
-                if available || s.retried[member.uid] == nil {
+                if available || !s.retried.contains(member.uid) {
                     // Suspicious, not yet judged: ask again before judging.
-                    s.retried[member.uid] = s.now
+                    s.retried.insert(member.uid)
                     for _ in 0..<settings.heartbeatRetries { out.append(.sendHeartbeatRequest(to: member.node)) }
                     continue
                 }
             } else {
-                s.retried[member.uid] = nil
+                s.retried.remove(member.uid)
             }
             if available == mine { s.gossip.observe(s.me.uid, reaches: member.uid, available) }
         }
@@ -358,7 +357,7 @@ package struct MembershipCore: Core {
         // it can no longer revise. The member's new watchers judge it.
         for uid in s.detectors.keys where !others.contains(where: { $0.uid == uid }) {
             s.detectors[uid] = nil
-            s.retried[uid] = nil
+            s.retried.remove(uid)
             if s.gossip.reachability.observers[s.me.uid]?.unreachable.contains(uid) ?? false {
                 s.gossip.observe(s.me.uid, reaches: uid, true)
             }

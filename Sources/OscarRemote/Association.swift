@@ -188,19 +188,24 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         outboundChanged()
     }
 
-    /// Moves the frame just appended to `outbound` at `start` to the large
+    /// Takes the frame of `size` bytes just appended to `outbound` at
+    /// `start` out of it, and returns its body for the large lane; nil when
+    /// the large lane's bound is reached (the frame is gone either way).
+    private func takeForLargeLane(from start: Int, size: Int) -> [UInt8]? {
+        defer { removeFrames(.ordinary, from: start) }
+        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else { return nil }
+        return Array(outbound[(start + 4)...])
+    }
+
+    /// Moves the message just appended to `outbound` at `start` to the large
     /// lane (chunked if larger than a chunk).
     private func sendLarge(
         from start: Int, size: Int, recipient: String, manifest: String, reply: (any ReplyTarget)?,
         correlation: UInt64
     ) {
-        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
-            removeFrames(.ordinary, from: start)
-            refuse(manifest, reply, .outboundFull(node))
-            return
+        guard let body = takeForLargeLane(from: start, size: size) else {
+            return refuse(manifest, reply, .outboundFull(node))
         }
-        let body = Array(outbound[(start + 4)...])
-        removeFrames(.ordinary, from: start)
         if let reply { awaitReply(reply, correlation: correlation) }
         // An injected drop loses the whole message; delays do not apply here.
         if let filter = transport.frameFilter, case .drop = filter.outboundFate(to: node, bytes: size) { return }
@@ -293,9 +298,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 payload: payload)
             let size = outbound.count - start - 4
             if size > LargeMessageLane.chunkBytes {
-                let body = Array(outbound[(start + 4)...])
-                removeFrames(.ordinary, from: start)
-                guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
+                guard let body = takeForLargeLane(from: start, size: size) else {
                     // Dropped: the asker's timeout answers it, as for a lost frame.
                     transport.droppedReplies.note("dropped a reply of \(size) bytes to \(node): its large lane is full")
                     return
