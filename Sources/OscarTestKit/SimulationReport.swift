@@ -9,18 +9,34 @@ import OscarRuntime
 /// Convergence and failure-detection figures measured on the simulator, for
 /// `oscar simulate` and docs/SIMULATION.md.
 public struct SimulationReport: Sendable {
+    /// One kill of a stable cluster's member, in virtual seconds from the kill.
+    public struct KillSample: Sendable, Equatable {
+        public var victim: Int
+        /// Until the first node judged the victim unreachable by its own
+        /// observation (nil past the limit).
+        public var firstDetection: Double?
+        /// Until every live node saw the victim unreachable: detection and
+        /// dissemination.
+        public var allSawUnreachable: Double?
+        /// Until every live node removed the victim (measured on the first kill only).
+        public var removed: Double?
+    }
+
     public var nodes: Int
     public var seed: UInt64
     /// Virtual seconds until every node saw every member up (cold start).
     public var coldStartConvergence: Double?
     /// Virtual seconds from a late node's start until every node saw it up.
     public var newMemberUp: Double?
+    /// The kills, each on its own copy of the stable cluster.
+    public var kills: [KillSample] = []
     /// Virtual seconds from a kill until the first node judged the victim
-    /// unreachable (its own observation), measured in steps of 10 ms.
-    public var killFirstDetected: Double?
+    /// unreachable (its own observation): the median over `kills`.
+    public var killFirstDetected: Double? { Self.median(kills.compactMap(\.firstDetection)) }
     /// Virtual seconds from a kill until every live node saw the victim
-    /// unreachable, and until it was removed everywhere.
-    public var killDetected: Double?
+    /// unreachable: the median over `kills`.
+    public var killDetected: Double? { Self.median(kills.compactMap(\.allSawUnreachable)) }
+    /// Virtual seconds from the first kill until the victim was removed everywhere.
     public var killRemoved: Double?
     /// False suspicions under loss: unreachable events about live members
     /// that reached one node (a suspicion spreads to every node), per minute,
@@ -33,7 +49,7 @@ public struct SimulationReport: Sendable {
 
     /// Runs the scenarios. `progress` is called with a line per step.
     public static func run(
-        nodes n: Int, seed: UInt64, lossRates: [Double] = [0.05, 0.20], window: Double = 60,
+        nodes n: Int, seed: UInt64, lossRates: [Double] = [0.05, 0.20], window: Double = 60, kills: Int = 20,
         progress: (String) -> Void = { _ in }
     ) -> SimulationReport {
         var report = SimulationReport(nodes: n, seed: seed)
@@ -68,29 +84,18 @@ public struct SimulationReport: Sendable {
                     let before = sim.gossipSent
                     sim.run(until: sim.now + 10)
                     report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
-                    // Kill one, measure detection and removal.
-                    progress("n=\(n): killing a node")
-                    let victim = n / 2
-                    let uid = ClusterSimulator.address(victim).uid
-                    let live = all.filter { $0 != victim }
-                    let killedAt = sim.now
-                    sim.kill(victim)
-                    report.killFirstDetected = Self.firstDetection(in: &sim, of: uid, by: live, limit: limit)
-                    if let d = sim.run(
-                        untilTrue: { s in
-                            live.allSatisfy {
-                                !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed
-                            }
-                        }, limit: killedAt + limit, step: 0.1)
-                    {
-                        report.killDetected = d - killedAt
+                    // Kills, each on a copy of this stable cluster: at
+                    // evenly spread phases of the tick, on members spread
+                    // around the ring. The first one also runs to removal.
+                    progress("n=\(n): \(kills) kills")
+                    let stable = sim
+                    for k in 0..<kills {
+                        var s = stable
+                        s.run(until: s.now + settings.tickInterval * Double(k) / Double(kills))
+                        let victim = (n / 2 + k * Self.victimStride(n)) % n
+                        report.kills.append(Self.measureKill(of: victim, in: &s, removal: k == 0, limit: limit))
                     }
-                    if let r = sim.run(
-                        untilTrue: { s in live.allSatisfy { s.view($0).members[uid]?.status == .removed } },
-                        limit: killedAt + limit, step: 0.25)
-                    {
-                        report.killRemoved = r - killedAt
-                    }
+                    report.killRemoved = report.kills.first?.removed
                 }
             }
         }
@@ -101,10 +106,13 @@ public struct SimulationReport: Sendable {
         // value: each rate runs on a copy).
         progress("n=\(n): forming a cluster for the loss runs")
         var formed = ClusterSimulator(settings: ClusterSimulator.Settings(nodes: n, seed: seed &+ 17))
+        // Forming publishes every join and up at every node: 2 N² events,
+        // most of the memory at 1,000 nodes. Only the loss window's count.
+        formed.recordsEvents = false
         guard let start = formed.run(untilTrue: { allUp($0, Array(0..<n), n) }, limit: limit, step: 0.25) else {
             return report
         }
-        formed.forgetEvents()  // only the loss window's are counted
+        formed.recordsEvents = true
         for loss in lossRates {
             progress("n=\(n): \(Int(loss * 100))% loss for \(Int(window)) s")
             var s = formed
@@ -124,6 +132,50 @@ public struct SimulationReport: Sendable {
             report.falseRemovals[loss] = removed
         }
         return report
+    }
+
+    /// Kills `victim` and measures, in virtual seconds from the kill, its
+    /// first detection (10 ms steps), when every live node saw it unreachable
+    /// (50 ms steps) and, with `removal`, when every live node removed it.
+    static func measureKill(
+        of victim: Int, in sim: inout ClusterSimulator, removal: Bool, limit: Double
+    ) -> KillSample {
+        let uid = sim.uid(of: victim)
+        let live = (0..<sim.settings.nodes).filter { $0 != victim }
+        let killedAt = sim.now
+        sim.kill(victim)
+        let first = firstDetection(in: &sim, of: uid, by: live, limit: limit)
+        let all = sim.run(
+            untilTrue: { s in
+                live.allSatisfy { !s.view($0).isReachable(uid) || s.view($0).members[uid]?.status == .removed }
+            }, limit: killedAt + limit, step: 0.05)
+        var removed: Double?
+        if removal {
+            removed = sim.run(
+                untilTrue: { s in live.allSatisfy { s.view($0).members[uid]?.status == .removed } },
+                limit: killedAt + limit, step: 0.25)
+        }
+        return KillSample(
+            victim: victim, firstDetection: first, allSawUnreachable: all.map { $0 - killedAt },
+            removed: removed.map { $0 - killedAt })
+    }
+
+    /// A step between victims that is coprime with `n`, so 20 kills on 10
+    /// nodes visit every node twice and kills on 1,000 spread around the ring.
+    static func victimStride(_ n: Int) -> Int {
+        var stride = max(1, n / 7 + 1)
+        while gcd(stride, n) != 1 { stride += 1 }
+        return stride
+    }
+
+    private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+
+    /// The middle value (the mean of the middle two for an even count); nil when empty.
+    public static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let m = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2
     }
 
     /// Runs `sim` until one of `nodes` has judged the member `uid`

@@ -1,3 +1,4 @@
+import Foundation
 import Oscar
 import OscarDemo
 import OscarTestKit
@@ -21,19 +22,89 @@ enum SimulateCommand {
         }
         let seed = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
         let window = Double(try args.int("window", default: 60, range: 5...3_600))
+        let kills = try args.int("kills", default: 20, range: 1...1_000)
+        let reportDirectory = args.option("report")
         try args.rejectUnknownOptions()
+        if let dir = reportDirectory { try ClusterCommand.makeDirectory(dir) }
         let clock = ContinuousClock()
         var reports: [SimulationReport] = []
         for n in sizes {
             let start = clock.now
             reports.append(
-                SimulationReport.run(nodes: n, seed: seed, window: window) { line in
+                SimulationReport.run(nodes: n, seed: seed, window: window, kills: kills) { line in
                     let elapsed = (clock.now - start).inSeconds
                     FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")
                 })
             FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).inSeconds)) s of real time\n")
         }
-        print(table(reports))
+        let text = table(reports) + "\n\n" + fits(reports)
+        print(text)
+        if let dir = reportDirectory {
+            try write(
+                dir + "/simulation.txt",
+                "oscar simulate --nodes \(sizes.map(String.init).joined(separator: ",")) --seed \(seed) --kills \(kills)\n\n"
+                    + text + "\n")
+            try write(dir + "/kills.tsv", killTable(reports))
+            try write(
+                dir + "/simulation.svg",
+                SimulationReport.plot(reports, period: ClusterSimulator.Settings(nodes: 1, seed: 0).tickInterval))
+            FileStream.standardError.write("… wrote \(dir)/simulation.svg, simulation.txt and kills.tsv\n")
+        }
+    }
+
+    static func write(_ path: String, _ text: String) throws(CLIError) {
+        guard FileStream.write(path, text) else {
+            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// How "every node saw it unreachable" grows with N, fitted two ways;
+    /// with fewer than two sizes, why there is no fit.
+    static func fits(_ reports: [SimulationReport]) -> String {
+        let samples = reports.flatMap { r in
+            r.kills.compactMap { k in k.allSawUnreachable.map { (nodes: r.nodes, seconds: $0) } }
+        }
+        let spreading = reports.flatMap { r in
+            r.kills.compactMap { k in
+                k.allSawUnreachable.flatMap { all in k.firstDetection.map { (nodes: r.nodes, seconds: all - $0) } }
+            }
+        }
+        guard let log = DisseminationFit(samples, scale: .log2N), let linear = DisseminationFit(samples, scale: .n),
+            let spread = DisseminationFit(spreading, scale: .log2N)
+        else { return "(no fit: it needs two sizes or more)" }
+        let fewSizes =
+            Set(samples.map(\.nodes)).count < 3
+            ? "\n(with two sizes any two-parameter curve passes through both medians: compare fits with three or more, such as --nodes 10,30,100,300,1000)"
+            : ""
+        return """
+            every node sees the killed member unreachable, fitted over all kills:
+              \(log.summary)
+              \(linear.summary)
+            spreading alone (every node minus the first detection):
+              \(spread.summary)
+            """ + fewSizes
+    }
+
+    /// Every kill: size, victim and its times, tab-separated, for plotting elsewhere.
+    static func killTable(_ reports: [SimulationReport]) -> String {
+        var lines = ["nodes\tvictim\tfirst_detection_s\tall_saw_unreachable_s\tremoved_s"]
+        for r in reports {
+            for k in r.kills {
+                func cell(_ v: Double?) -> String { v.map { String(format: "%.2f", $0) } ?? "" }
+                lines.append(
+                    "\(r.nodes)\t\(k.victim)\t\(cell(k.firstDetection))\t\(cell(k.allSawUnreachable))\t\(cell(k.removed))"
+                )
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A median and, for more than one sample, the spread: "1.55 s (1.31–1.80)".
+    static func spread(_ values: [Double]) -> String {
+        guard let median = SimulationReport.median(values) else { return "—" }
+        let text = String(format: "%.2f s", median)
+        guard values.count > 1 else { return text }
+        return text + String(format: " (%.2f–%.2f)", values.min()!, values.max()!)
     }
 
     /// `oscar simulate --search N [--nodes 5 | 3-9] [--seed FIRST]`: N random
@@ -101,15 +172,15 @@ enum SimulateCommand {
         var rows = [
             [
                 "nodes", "cold start", "new member up", "killed: first detection", "killed: unreachable",
-                "killed: removed",
+                "killed: removed (first kill)",
                 "false suspicions /min (5% / 20% loss)", "false removals", "gossip /node/s",
             ]
         ]
         for r in reports {
             rows.append([
                 "\(r.nodes)", seconds(r.coldStartConvergence), seconds(r.newMemberUp),
-                r.killFirstDetected.map { String(Double(Int(($0 * 100).rounded())) / 100) + " s" } ?? "—",
-                seconds(r.killDetected),
+                spread(r.kills.compactMap(\.firstDetection)),
+                spread(r.kills.compactMap(\.allSawUnreachable)),
                 seconds(r.killRemoved),
                 "\(format1(r.falseSuspicionsPerMinute[0.05] ?? .nan)) / \(format1(r.falseSuspicionsPerMinute[0.20] ?? .nan))",
                 "\(r.falseRemovals[0.05] ?? 0) / \(r.falseRemovals[0.20] ?? 0)", format1(r.gossipPerNodeSecond),

@@ -101,6 +101,8 @@ import Testing
         #expect(a.killRemoved == b.killRemoved)
         #expect(a.falseSuspicionsPerMinute == b.falseSuspicionsPerMinute)
         #expect(a.falseRemovals == b.falseRemovals)
+        #expect(a.kills == b.kills)
+        #expect(a.kills.count == 20)
         #expect(a.killFirstDetected != nil)
     }
 }
