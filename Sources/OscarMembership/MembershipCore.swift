@@ -57,7 +57,17 @@ package struct MembershipCore: Core {
         /// Members unreachable in this view that are neither down nor
         /// exiting: the ones downing must decide about.
         var lastUnreachable: Set<UInt64> = []
-        /// Since when `lastUnreachable` has not been empty.
+        /// When the current episode of unreachability began: since
+        /// `lastUnreachable` was last non-empty after a state that everyone
+        /// had seen with nobody unreachable. An episode does not end when the
+        /// set empties in this view alone: a majority may already have
+        /// downed this node on a stable view of the same episode, and this
+        /// node must down itself within `stableAfter +
+        /// decideWhenUnstableAfter` of that episode's start, before the
+        /// majority's removal margin ends (docs/DOWNING.md). Restarting the
+        /// clock at a heal that only this node had seen let a node cut off
+        /// again at once outlive its removal (split-brain search, seed
+        /// 1796279599).
         var unstableSince: Double?
         /// Since when each member of `lastUnreachable` has been in it.
         var unreachableSince: [UInt64: Double] = [:]
@@ -373,8 +383,9 @@ package struct MembershipCore: Core {
             s.unreachableChangedAt = s.now
             s.unreachableSince = s.unreachableSince.filter { unreachable.contains($0.key) }
             for uid in unreachable where s.unreachableSince[uid] == nil { s.unreachableSince[uid] = s.now }
-            s.unstableSince = unreachable.isEmpty ? nil : s.unstableSince ?? s.now
+            if !unreachable.isEmpty { s.unstableSince = s.unstableSince ?? s.now }
         }
+        if unreachable.isEmpty, s.unstableSince != nil, s.gossip.isConverged { s.unstableSince = nil }
         noteSettled(&s)
         noteDowned(&s)
     }
@@ -526,7 +537,8 @@ package struct MembershipCore: Core {
         // and nothing to give up (it could not prove a majority before it
         // has seen one settled view, and would down itself on joining a
         // cluster that has a member unreachable).
-        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, s.admitted,
+        guard settings.downing == .keepMajority, let unstableSince = s.unstableSince, !s.lastUnreachable.isEmpty,
+            s.admitted,
             s.myStatus == .up || s.myStatus == .leaving
         else { return }
         let stable = s.now - s.unreachableChangedAt >= settings.stableAfter
