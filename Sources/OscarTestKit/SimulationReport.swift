@@ -44,6 +44,12 @@ public struct SimulationReport: Sendable {
     public var falseSuspicionsPerMinute: [Double: Double] = [:]
     /// False removals (of live members) under loss, summed over all nodes' views.
     public var falseRemovals: [Double: Int] = [:]
+    /// Nodes down or stopped at the end of the loss window, by loss rate:
+    /// keep-majority downs every node of a cluster whose unreachable set
+    /// keeps changing past `stableAfter + decideWhenUnstableAfter` (as
+    /// Akka's down-all-when-unstable), so heavy loss can take a whole
+    /// cluster down without removing anyone.
+    public var downedUnderLoss: [Double: Int] = [:]
     /// Gossip messages per node per second in a stable cluster.
     public var gossipPerNodeSecond: Double = 0
 
@@ -130,6 +136,10 @@ public struct SimulationReport: Sendable {
             }
             report.falseSuspicionsPerMinute[loss] = Double(unreachable) / (window / 60)
             report.falseRemovals[loss] = removed
+            report.downedUnderLoss[loss] =
+                (0..<n).filter { i in
+                    s.isStopped(i) || s.view(i).members[s.uid(of: i)]?.status == .down
+                }.count
         }
         return report
     }

@@ -23,6 +23,12 @@ enum SimulateCommand {
         let seed = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
         let window = Double(try args.int("window", default: 60, range: 5...3_600))
         let kills = try args.int("kills", default: 20, range: 1...1_000)
+        let lossRates = try (args.option("loss") ?? "5,20").split(separator: ",").map { (text) throws(CLIError) in
+            guard let percent = Double(text), (0..<100).contains(percent) else {
+                throw .usage("--loss takes percentages below 100, such as 5,20")
+            }
+            return percent / 100
+        }
         let reportDirectory = args.option("report")
         try args.rejectUnknownOptions()
         if let dir = reportDirectory { try ClusterCommand.makeDirectory(dir) }
@@ -31,18 +37,18 @@ enum SimulateCommand {
         for n in sizes {
             let start = clock.now
             reports.append(
-                SimulationReport.run(nodes: n, seed: seed, window: window, kills: kills) { line in
+                SimulationReport.run(nodes: n, seed: seed, lossRates: lossRates, window: window, kills: kills) { line in
                     let elapsed = (clock.now - start).inSeconds
                     FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")
                 })
             FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).inSeconds)) s of real time\n")
         }
-        let text = table(reports) + "\n\n" + fits(reports)
+        let text = table(reports, lossRates: lossRates) + "\n\n" + fits(reports)
         print(text)
         if let dir = reportDirectory {
             try write(
                 dir + "/simulation.txt",
-                "oscar simulate --nodes \(sizes.map(String.init).joined(separator: ",")) --seed \(seed) --kills \(kills)\n\n"
+                "oscar simulate --nodes \(sizes.map(String.init).joined(separator: ",")) --seed \(seed) --kills \(kills) --loss \(lossRates.map(percent).joined(separator: ","))\n\n"
                     + text + "\n")
             try write(dir + "/kills.tsv", killTable(reports))
             try write(
@@ -165,15 +171,24 @@ enum SimulateCommand {
         if !failed.isEmpty { throw .failed("\(failed.count) schedules broke a property") }
     }
 
+    /// A loss rate as a percentage: 0.05 as "5", 0.125 as "12.5".
+    static func percent(_ rate: Double) -> String {
+        let p = (rate * 1_000).rounded() / 10
+        return p == p.rounded() ? String(Int(p)) : format1(p)
+    }
+
     static func seconds(_ v: Double?) -> String { v.map { String(format1($0)) + " s" } ?? "—" }
     static func format1(_ v: Double) -> String { v.isNaN ? "—" : String(format1: v) }
 
-    static func table(_ reports: [SimulationReport]) -> String {
+    static func table(_ reports: [SimulationReport], lossRates: [Double] = [0.05, 0.20]) -> String {
+        let rates = lossRates.map { percent($0) + "%" }
+        func perRate(_ value: (Double) -> String) -> String { lossRates.map(value).joined(separator: " / ") }
         var rows = [
             [
                 "nodes", "cold start", "new member up", "killed: first detection", "killed: unreachable",
                 "killed: removed (first kill)",
-                "false suspicions /min (5% / 20% loss)", "false removals", "gossip /node/s",
+                "false suspicions /min (\(rates.joined(separator: " / ")) loss)", "false removals", "nodes downed",
+                "gossip /node/s",
             ]
         ]
         for r in reports {
@@ -182,8 +197,9 @@ enum SimulateCommand {
                 spread(r.kills.compactMap(\.firstDetection)),
                 spread(r.kills.compactMap(\.allSawUnreachable)),
                 seconds(r.killRemoved),
-                "\(format1(r.falseSuspicionsPerMinute[0.05] ?? .nan)) / \(format1(r.falseSuspicionsPerMinute[0.20] ?? .nan))",
-                "\(r.falseRemovals[0.05] ?? 0) / \(r.falseRemovals[0.20] ?? 0)", format1(r.gossipPerNodeSecond),
+                perRate { format1(r.falseSuspicionsPerMinute[$0] ?? .nan) },
+                perRate { "\(r.falseRemovals[$0] ?? 0)" },
+                perRate { "\(r.downedUnderLoss[$0] ?? 0)" }, format1(r.gossipPerNodeSecond),
             ])
         }
         let widths = (0..<rows[0].count).map { c in rows.map { $0[c].count }.max()! }

@@ -89,10 +89,12 @@ let usage = """
                                       a management read (/members, /metrics), signed with the
                                       cluster secret when one is found (an endpoint beyond
                                       loopback requires it), else unsigned
-      oscar simulate [--nodes 10,100] [--seed 1] [--window 60] [--kills 20] [--report DIR]
+      oscar simulate [--nodes 10,100] [--seed 1] [--window 60] [--kills 20] [--loss 5,20]
+                     [--report DIR]
                                       membership on the deterministic simulator: convergence,
-                                      detection over K kills, false positives under loss,
-                                      gossip load; DIR gets an SVG against SWIM and Lifeguard
+                                      detection over K kills, false suspicions and nodes downed
+                                      under each loss %, gossip load; DIR gets an SVG against
+                                      SWIM and Lifeguard
       oscar simulate --search N [--nodes 3-9] [--seed 1] [--trace]
                                       N random fault schedules on the simulator, checked for
                                       split brain, two singletons and a removed connected

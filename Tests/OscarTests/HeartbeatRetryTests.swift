@@ -13,6 +13,7 @@ import Testing
     /// is at most a tick (0.5 s) before the kill; phi reaches 8 about 1.8 s
     /// after it; the verdict comes at the next tick (up to 0.5 s later).
     static let firstDetectionBound = 2.5
+    static let defaultRetries = MembershipSettings().heartbeatRetries
 
     static func simulator(nodes: Int, seed: UInt64, retries: Int, loss: Double = 0) -> ClusterSimulator {
         var settings = ClusterSimulator.Settings(nodes: nodes, seed: seed)
@@ -47,7 +48,7 @@ import Testing
 
     @Test func retriesKeepFirstDetectionOfACrashWithinTheBound() async {
         for seed in UInt64(1)...24 {
-            guard let a = Self.firstDetection(seed: seed, retries: 2),
+            guard let a = Self.firstDetection(seed: seed, retries: Self.defaultRetries),
                 let b = Self.firstDetection(seed: seed, retries: 0)
             else {
                 Issue.record("seed \(seed): no detection")
@@ -82,7 +83,7 @@ import Testing
         var with = 0
         var without = 0
         for seed in UInt64(1)...3 {
-            with += Self.falseSuspicions(seed: seed, retries: 2, loss: 0.15)
+            with += Self.falseSuspicions(seed: seed, retries: Self.defaultRetries, loss: 0.15)
             without += Self.falseSuspicions(seed: seed, retries: 0, loss: 0.15)
             await Task.yield()
         }
@@ -102,7 +103,42 @@ import Testing
         #expect(a.falseSuspicionsPerMinute == b.falseSuspicionsPerMinute)
         #expect(a.falseRemovals == b.falseRemovals)
         #expect(a.kills == b.kills)
+        #expect(a.downedUnderLoss == b.downedUnderLoss)
         #expect(a.kills.count == 20)
         #expect(a.killFirstDetected != nil)
+    }
+
+    /// Nodes down or stopped after `window` seconds of `loss`.
+    static func downedUnderLoss(seed: UInt64, retries: Int, loss: Double, window: Double = 30) -> Int {
+        let n = 10
+        var sim = simulator(nodes: n, seed: seed, retries: retries)
+        guard formed(&sim, n) else { return -1 }
+        sim.loss = loss
+        sim.run(until: sim.now + window)
+        return (0..<n).filter { i in sim.isStopped(i) || sim.view(i).members[sim.uid(of: i)]?.status == .down }.count
+    }
+
+    /// Enough false suspicions keep the unreachable set changing past the
+    /// unstable limit, and every node downs itself: with two retries, 50 %
+    /// loss took down 10 nodes (and 10 % took down 1,000). The default
+    /// keeps them up.
+    @Test func retriesKeepASmallClusterUpUnderHeavyLoss() async {
+        for seed in UInt64(1)...3 {
+            #expect(Self.downedUnderLoss(seed: seed, retries: 2, loss: 0.5) == 10, "seed \(seed): no teeth")
+            #expect(Self.downedUnderLoss(seed: seed, retries: Self.defaultRetries, loss: 0.5) == 0, "seed \(seed)")
+            await Task.yield()
+        }
+    }
+
+    /// Heavy loss keeps the unreachable set changing past the unstable
+    /// limit, and keep-majority then downs every node without removing
+    /// anyone: the report must say so, not show "no false removal" alone.
+    @Test func theReportCountsNodesThatLossDowned() async {
+        let calm = SimulationReport.run(nodes: 10, seed: 5, lossRates: [0.05], window: 30, kills: 1)
+        #expect(calm.downedUnderLoss[0.05] == 0)
+        await Task.yield()
+        let heavy = SimulationReport.run(nodes: 10, seed: 5, lossRates: [0.6], window: 30, kills: 1)
+        #expect(heavy.falseRemovals[0.6] == 0)
+        #expect(heavy.downedUnderLoss[0.6] == 10, "60 % loss on 10 nodes: \(heavy.downedUnderLoss)")
     }
 }
