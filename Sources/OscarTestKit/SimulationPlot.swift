@@ -53,7 +53,7 @@ extension SimulationReport {
         var shapes: [String] = []
         shapes.append(
             Text.text(
-                "A member killed in a stable cluster: \(reports.first?.kills.count ?? 0) kills per size, tick \(period) s",
+                "A member killed in a stable cluster: \(kills(reports.first?.kills.count ?? 0)) per size, tick \(period) s",
                 x: left, y: 22, size: 14, extra: " font-weight=\"bold\""))
 
         // Grid and axes.
@@ -104,7 +104,8 @@ extension SimulationReport {
 
         // The fit of "every node saw it unreachable".
         let samples = reports.flatMap { r in r.kills.compactMap { k in k.allSawUnreachable.map { (r.nodes, $0) } } }
-        if let fit = DisseminationFit(samples.map { (nodes: $0.0, seconds: $0.1) }, scale: .log2N) {
+        let fit = DisseminationFit(samples.map { (nodes: $0.0, seconds: $0.1) }, scale: .log2N)
+        if let fit {
             let sizes = reports.map { Double($0.nodes) }
             let fitted = stride(from: log10(sizes.min()!), through: log10(sizes.max()!), by: 0.05).map { pow(10, $0) }
             shapes.append(
@@ -138,19 +139,22 @@ extension SimulationReport {
         }
 
         // Legend, right of the plot.
-        let legend: [(String, String, String)] = [
-            ("bar", Palette.first, "Oscar: first node judges it unreachable"),
-            ("bar", Palette.everyone, "Oscar: every node sees it unreachable"),
-            ("dots", Palette.everyone, "fit of the above: a + b × log₂ N"),
-            ("square", Palette.removed, "Oscar: removed everywhere (first kill)"),
-            ("dash", Palette.first, "SWIM: first detection, e/(e−1) periods"),
-            ("dash", Palette.everyone, "SWIM: every node suspects it"),
-            ("", "", "(push gossip: log₂ N + ln N periods)"),
-            ("band", Palette.lifeguard, "Lifeguard: declared dead, suspicion"),
-            ("", "", "timeout 4–24 × max(1, log₁₀ N) periods"),
-            ("", "", "Bars: shortest to longest, mark: median;"),
-            ("", "", "dots: one kill each."),
-        ]
+        let legend: [(String, String, String)] =
+            [
+                ("bar", Palette.first, "Oscar: first node judges it unreachable"),
+                ("bar", Palette.everyone, "Oscar: every node sees it unreachable"),
+            ] + (fit == nil ? [] : [("dots", Palette.everyone, "fit of the above: a + b × log₂ N")]) + [
+                ("square", Palette.removed, "Oscar: removed everywhere (first kill)"),
+                ("dash", Palette.first, "SWIM: first probe, e/(e−1) periods"),
+                ("", "", "(the probe's timeout not drawn)"),
+                ("dash", Palette.everyone, "SWIM: every node suspects it: first"),
+                ("", "", "probe + log₂ N + ln N periods of gossip"),
+                ("band", Palette.lifeguard, "Lifeguard: declared dead: first probe"),
+                ("", "", "+ a suspicion timeout of 4 to 24 ×"),
+                ("", "", "max(1, log₁₀ N) periods"),
+                ("", "", "Bars: shortest to longest, mark: median;"),
+                ("", "", "dots: one kill each."),
+            ]
         for (i, entry) in legend.enumerated() {
             let ly = top + 10 + Double(i) * 20
             let lx = right + 20
@@ -182,6 +186,9 @@ extension SimulationReport {
 
             """
     }
+
+    /// "1 kill", "20 kills".
+    static func kills(_ count: Int) -> String { count == 1 ? "1 kill" : "\(count) kills" }
 
     /// 10000 as "10,000", whatever the locale.
     static func decimalsGrouped(_ value: Int) -> String {

@@ -13,17 +13,23 @@ enum SimulateCommand {
         }
         let sizes: [Int]
         if let text = args.option("nodes") {
-            sizes = text.split(separator: ",").compactMap { Int($0) }
-            guard !sizes.isEmpty, sizes.allSatisfy({ (3...5_000).contains($0) }) else {
-                throw .usage("--nodes takes sizes from 3 to 5000, such as 10,100 or 1000")
+            let items = text.split(separator: ",", omittingEmptySubsequences: false)
+            sizes = items.compactMap { Int($0) }
+            guard !sizes.isEmpty, sizes.count == items.count, sizes.allSatisfy({ (3...5_000).contains($0) }) else {
+                throw .usage(
+                    "--nodes takes sizes from 3 to 5000, such as 10,100 or 1000"
+                        + (text.contains("-") ? " (a range such as 3-9 is for --search)" : ""))
             }
+            guard Set(sizes).count == sizes.count else { throw .usage("--nodes names each size once") }
         } else {
             sizes = [10, 100]
         }
         let seed = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
         let window = Double(try args.int("window", default: 60, range: 5...3_600))
         let kills = try args.int("kills", default: 20, range: 1...1_000)
-        let lossRates = try (args.option("loss") ?? "5,20").split(separator: ",").map { (text) throws(CLIError) in
+        let lossRates = try (args.option("loss") ?? "5,20").split(separator: ",", omittingEmptySubsequences: false).map
+        {
+            (text) throws(CLIError) in
             guard let percent = Double(text), (0..<100).contains(percent) else {
                 throw .usage("--loss takes percentages below 100, such as 5,20")
             }
@@ -31,7 +37,13 @@ enum SimulateCommand {
         }
         let reportDirectory = args.option("report")
         try args.rejectUnknownOptions()
-        if let dir = reportDirectory { try ClusterCommand.makeDirectory(dir) }
+        if let dir = reportDirectory {
+            try ClusterCommand.makeDirectory(dir)
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw .usage("--report names a directory; \(dir) is a file")
+            }
+        }
         let clock = ContinuousClock()
         var reports: [SimulationReport] = []
         for n in sizes {
@@ -80,7 +92,7 @@ enum SimulateCommand {
         else { return "(no fit: it needs two sizes or more)" }
         let fewSizes =
             Set(samples.map(\.nodes)).count < 3
-            ? "\n(with two sizes any two-parameter curve passes through both medians: compare fits with three or more, such as --nodes 10,30,100,300,1000)"
+            ? "\n(with two sizes any curve of two parameters passes through both sizes' means: compare fits over three or more, such as --nodes 10,30,100,300,1000)"
             : ""
         return """
             every node sees the killed member unreachable, fitted over all kills:

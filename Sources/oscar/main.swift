@@ -93,8 +93,9 @@ let usage = """
                      [--report DIR]
                                       membership on the deterministic simulator: convergence,
                                       detection over K kills, false suspicions and nodes downed
-                                      under each loss %, gossip load; DIR gets an SVG against
-                                      SWIM and Lifeguard
+                                      under each loss % (for --window seconds each), gossip load;
+                                      DIR gets the table, every kill and an SVG against SWIM and
+                                      Lifeguard
       oscar simulate --search N [--nodes 3-9] [--seed 1] [--trace]
                                       N random fault schedules on the simulator, checked for
                                       split brain, two singletons and a removed connected
