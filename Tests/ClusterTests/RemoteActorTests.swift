@@ -187,8 +187,10 @@ extension RemoteActorTests {
         async let waiting = remote.ask(Slow(), timeout: .seconds(30))
         #expect(await eventually { gate.waiting })
         // Timed from the moment the peer goes away: the ask must fail on the
-        // connection loss, long before its 30 s timeout (milliseconds; 5 s is
-        // margin for a loaded machine).
+        // connection loss, long before its 30 s timeout (milliseconds alone).
+        // The bound is half the timeout: under the whole suite on 2 cores the
+        // awaiting task once resumed 8.2 s late, when the cooperative pool
+        // was busy with other tests.
         let clock = ContinuousClock()
         let start = clock.now
         b.shutdown()
@@ -201,7 +203,7 @@ extension RemoteActorTests {
                 return
             }
         }
-        #expect(clock.now - start < realTimeBound(.seconds(5)))
+        #expect(clock.now - start < realTimeBound(.seconds(15)))
     }
 
     @Test func anUnknownManifestIsAnErrorAndTheNodeServesOn() async throws {
