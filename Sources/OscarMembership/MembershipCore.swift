@@ -350,8 +350,13 @@ package struct MembershipCore: Core {
             let phi = s.detectors[member.uid]?.phi(at: s.now) ?? 0
             let available = phi < settings.failureDetector.threshold
             if !mine, phi >= Self.retryPhi, settings.heartbeatRetries > 0 {
-                if available || !s.retried.contains(member.uid) {
-                    // Suspicious, not yet judged: ask again before judging.
+                if !s.retried.contains(member.uid) {
+                    // Quiet for the first time in this silence: ask again
+                    // before judging. Once a silence, not once a tick: a
+                    // node too busy to answer in time would otherwise be
+                    // sent more work the longer it stays busy (eight
+                    // requests a tick from each watcher slowed the whole
+                    // test suite).
                     s.retried.insert(member.uid)
                     for _ in 0..<settings.heartbeatRetries { out.append(.sendHeartbeatRequest(to: member.node)) }
                     continue

@@ -36,12 +36,12 @@ public struct MembershipSettings: Sendable, Hashable {
     public var gossipFanout = 1
     /// Heartbeat requests a watcher sends again, at once, to a member that
     /// has gone quiet, before it may judge it unreachable (see
-    /// `MembershipCore.retryPhi`). Default 8; 0 turns retries off. They
-    /// cost nothing until a member has been silent for about 1.3 s. With 2,
-    /// 10 % message loss raised enough false suspicions in a simulated
-    /// 1,000-node cluster to keep its unreachable set changing past the
-    /// unstable limit, and every node downed itself; with 8 it rides out
-    /// 30 % (docs/SIMULATION.md).
+    /// `MembershipCore.retryPhi`), once in each silence. Default 8; 0 turns
+    /// retries off. They cost nothing until a member has been silent for
+    /// about 1.3 s. With 2 a tick, 10 % message loss raised enough false
+    /// suspicions in a simulated 1,000-node cluster to keep its unreachable
+    /// set changing past the unstable limit, and every node downed itself;
+    /// with 8 once it rides out 20 % (docs/SIMULATION.md).
     public var heartbeatRetries = 8
     /// How long the first seed waits, after the last other seed asked
     /// it to join (so is in no cluster either), before it forms a new

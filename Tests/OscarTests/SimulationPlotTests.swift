@@ -1,5 +1,6 @@
 import Foundation
 import OscarBase
+import OscarTestSupport
 import Testing
 
 @testable import OscarTestKit
@@ -52,8 +53,10 @@ import Testing
         #expect(abs(swim - (first + 10 + Foundation.log(1_024.0))) < 1e-9)
     }
 
-    @Test func everyKillIsDrawnInsideTheFrameAndNoTextsOverlap() throws {
-        for seed in UInt64(1)...40 {
+    /// Random reports of random sizes, and their pictures: drawn on a
+    /// thread of their own, as Swift Testing's pool is shared by every test.
+    static func drawn(seeds: ClosedRange<UInt64>) -> [(seed: UInt64, reports: [SimulationReport], svg: String)] {
+        seeds.map { seed in
             var random = SplitMix64(seed: seed)
             let sizes = Set((0..<(1 + Int(random.next() % 5))).map { _ in 3 + Int(random.next() % 10_000) }).sorted()
             let reports = sizes.map { n in
@@ -65,7 +68,12 @@ import Testing
                 r.killRemoved = r.kills[0].removed
                 return r
             }
-            let svg = SimulationReport.plot(reports, period: 0.5)
+            return (seed, reports, SimulationReport.plot(reports, period: 0.5))
+        }
+    }
+
+    @Test func everyKillIsDrawnInsideTheFrameAndNoTextsOverlap() async throws {
+        for (seed, reports, svg) in try await offThePool({ Self.drawn(seeds: 1...40) }) {
             let drawn = ChaosPlotTests.lines("<circle ", in: svg)
             let expected = reports.flatMap(\.kills).reduce(0) {
                 $0 + ($1.firstDetection == nil ? 0 : 1) + ($1.allSawUnreachable == nil ? 0 : 1)
