@@ -73,8 +73,6 @@ public struct ClusterSimulator {
     /// start publishes millions of events (every node sees every join).
     public var recordsEvents = true
 
-    /// Forgets the events recorded so far.
-    public mutating func forgetEvents() { events = Array(repeating: [], count: events.count) }
     public private(set) var messagesSent = 0
     /// Gossip messages sent (a subset of `messagesSent`).
     public private(set) var gossipSent = 0
@@ -127,6 +125,10 @@ public struct ClusterSimulator {
     package func uid(of i: Int) -> UInt64 { states[i].me.uid }
 
     public func isStopped(_ i: Int) -> Bool { killed.contains(i) || states[i].stopped }
+
+    /// Node `i` is stopped, or down in its own view: it has left service
+    /// (killed, or downed by others or by itself).
+    public func isDowned(_ i: Int) -> Bool { isStopped(i) || states[i].myStatus == .down }
 
     /// Node `i` runs, is not frozen, and is up or leaving in its own view:
     /// it serves as a member of its cluster.

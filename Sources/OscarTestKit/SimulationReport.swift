@@ -136,10 +136,7 @@ public struct SimulationReport: Sendable {
             }
             report.falseSuspicionsPerMinute[loss] = Double(unreachable) / (window / 60)
             report.falseRemovals[loss] = removed
-            report.downedUnderLoss[loss] =
-                (0..<n).filter { i in
-                    s.isStopped(i) || s.view(i).members[s.uid(of: i)]?.status == .down
-                }.count
+            report.downedUnderLoss[loss] = (0..<n).filter(s.isDowned).count
         }
         return report
     }

@@ -452,10 +452,7 @@ enum ClusterCommand {
 
     static func writeState(_ state: State, _ dir: String) throws(CLIError) {
         guard let json = JSONBridge.json(encoding: state) else { throw .failed("cannot encode the cluster state") }
-        let path = statePath(dir)
-        guard FileStream.write(path, json + "\n", mode: 0o600) else {
-            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
-        }
+        try FileStream.replace(statePath(dir), with: json + "\n", mode: 0o600)
     }
 
     static func makeDirectory(_ dir: String) throws(CLIError) {

@@ -49,9 +49,7 @@ enum ClusterSecret {
     /// file is replaced, not rewritten in place, so its old mode cannot stay.
     static func write(_ secret: String, to path: String) throws(CLIError) {
         unlink(path)
-        guard FileStream.write(path, secret + "\n", mode: 0o600) else {
-            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
-        }
+        try FileStream.replace(path, with: secret + "\n", mode: 0o600)
     }
 
     // MARK: - Checking and reading

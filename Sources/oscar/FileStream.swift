@@ -23,6 +23,14 @@ struct FileStream {
         put(path, text, flags: O_TRUNC, mode: mode)
     }
 
+    /// Replaces `path` with `text`, created with `mode`, or fails naming
+    /// the path and the system's reason.
+    static func replace(_ path: String, with text: String, mode: mode_t = 0o644) throws(CLIError) {
+        guard write(path, text, mode: mode) else {
+            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// Appends `text` to `path`, creating it; false on failure.
     static func append(_ path: String, _ text: String) -> Bool { put(path, text, flags: O_APPEND, mode: 0o644) }
 

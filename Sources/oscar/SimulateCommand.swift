@@ -58,21 +58,16 @@ enum SimulateCommand {
         let text = table(reports, lossRates: lossRates) + "\n\n" + fits(reports)
         print(text)
         if let dir = reportDirectory {
-            try write(
+            try FileStream.replace(
                 dir + "/simulation.txt",
-                "oscar simulate --nodes \(sizes.map(String.init).joined(separator: ",")) --seed \(seed) --kills \(kills) --loss \(lossRates.map(percent).joined(separator: ","))\n\n"
+                with:
+                    "oscar simulate --nodes \(sizes.map(String.init).joined(separator: ",")) --seed \(seed) --kills \(kills) --loss \(lossRates.map(percent).joined(separator: ","))\n\n"
                     + text + "\n")
-            try write(dir + "/kills.tsv", killTable(reports))
-            try write(
+            try FileStream.replace(dir + "/kills.tsv", with: killTable(reports))
+            try FileStream.replace(
                 dir + "/simulation.svg",
-                SimulationReport.plot(reports, period: ClusterSimulator.Settings(nodes: 1, seed: 0).tickInterval))
+                with: SimulationReport.plot(reports, period: ClusterSimulator.Settings(nodes: 1, seed: 0).tickInterval))
             FileStream.standardError.write("… wrote \(dir)/simulation.svg, simulation.txt and kills.tsv\n")
-        }
-    }
-
-    static func write(_ path: String, _ text: String) throws(CLIError) {
-        guard FileStream.write(path, text) else {
-            throw .failed("cannot write \(path): \(String(cString: strerror(errno)))")
         }
     }
 

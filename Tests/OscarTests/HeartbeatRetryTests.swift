@@ -117,7 +117,7 @@ import Testing
         guard formed(&sim, n) else { return -1 }
         sim.loss = loss
         sim.run(until: sim.now + window)
-        return (0..<n).filter { i in sim.isStopped(i) || sim.view(i).members[sim.uid(of: i)]?.status == .down }.count
+        return (0..<n).filter(sim.isDowned).count
     }
 
     /// Enough false suspicions keep the unreachable set changing past the
