@@ -105,7 +105,7 @@ public struct ClusterSimulator {
             if let shared = settings.sharedSeeds {
                 // Highest first: the node that forms the cluster is not the
                 // lowest address, so the leader is another seed.
-                seeds = (0..<shared).reversed().map { Self.address($0) }
+                seeds = Self.sharedSeedAddresses(shared, nodes: settings.nodes)
                 start = uniform()
             }
             if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
@@ -114,9 +114,16 @@ public struct ClusterSimulator {
         }
     }
 
-    /// Node `i`'s address: port i + 1, uid i + 1 (1,000 more per restart).
+    /// The first `count` nodes, highest first (`Settings.sharedSeeds`).
+    private static func sharedSeedAddresses(_ count: Int, nodes: Int) -> [NodeAddress] {
+        (0..<min(count, nodes)).reversed().map { address($0) }
+    }
+
+    /// Node `i`'s address: port i + 1, uid i + 1 (a million more per
+    /// restart, above any node count the simulator runs, so a restarted
+    /// node never takes another node's uid).
     public static func address(_ i: Int, incarnation: Int = 0) -> NodeAddress {
-        NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1 + 1_000 * incarnation))
+        NodeAddress(host: "sim", port: i + 1, uid: UInt64(i + 1 + 1_000_000 * incarnation))
     }
 
     /// Node `i`'s current view.
@@ -184,10 +191,14 @@ public struct ClusterSimulator {
             seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
         states[i].now = now  // the new process's clock reads the time it starts
         started.remove(i)
-        // Every node lists the first three nodes as seeds, as `oscar chaos`
-        // starts them: node 0 forms a new cluster only if the other seeds
-        // are in none either; the others only join.
-        let seeds = (0..<min(3, settings.nodes)).map { Self.address($0) }
+        // The seeds the node started with when every node lists the same
+        // ones (`sharedSeeds`); otherwise the first three, as `oscar chaos`
+        // lists them: node 0 forms a new cluster only if the other seeds
+        // are in none either; the others only join. (A restarted node 0
+        // with no seeds would form a second cluster at once.)
+        let seeds =
+            settings.sharedSeeds.map { Self.sharedSeedAddresses($0, nodes: settings.nodes) }
+            ?? (0..<min(3, settings.nodes)).map { Self.address($0) }
         schedule(Event(at: now, sequence: 0, node: i, action: .join(seeds: seeds)))
         schedule(
             Event(

@@ -109,6 +109,10 @@ public struct SplitBrainSearch: Sendable {
     ) {
         var simSettings = ClusterSimulator.Settings(nodes: nodes, seed: seed)
         simSettings.core = settings
+        // Every node lists the same three seeds, as `oscar chaos` starts
+        // them and as a deployment must: the cluster invites restarted seeds
+        // only if it knows them as seeds.
+        simSettings.sharedSeeds = 3
         var sim = ClusterSimulator(settings: simSettings)
         var checker = Checker(nodes: nodes, quiet: quietBeforeMajorityCheck)
         // Form the cluster and let every member learn that every other knows
@@ -116,7 +120,7 @@ public struct SplitBrainSearch: Sendable {
         let formed = sim.run(
             untilTrue: { s in
                 (0..<nodes).allSatisfy { i in
-                    s.isServing(i) && s.view(i).current.count == nodes && s.states[i].settled.count == nodes
+                    s.isServing(i) && s.view(i).current.count == nodes && s.states[i].settledCount == nodes
                 }
             }, limit: 60, step: 0.25)
         guard let start = formed else {
@@ -254,8 +258,8 @@ public struct SplitBrainSearch: Sendable {
         /// number, a prime per restart.
         package static func describe(_ node: Int, _ view: Gossip) -> String {
             let members = view.members.values.sorted { $0.uid < $1.uid }.map { m in
-                let index = Int(m.uid % 1_000) - 1
-                let primes = String(repeating: "′", count: Int(m.uid / 1_000))
+                let index = m.node.port - 1
+                let primes = String(repeating: "′", count: Int(m.uid / 1_000_000))
                 let flag = view.unreachable.contains(m.uid) ? " unreachable" : ""
                 return "\(index)\(primes)\(flag) \(m.status)"
             }

@@ -69,19 +69,21 @@ import Testing
     @Test func aFailingScheduleShrinksToWhatItNeedsAndReplays() throws {
         // The planted bug: a node frozen for 20 s and cut off keeps serving
         // on its return (no frozen limit), its singleton beside its
-        // successor's, until it sees the stable window out.
+        // successor's, until it sees the stable window out. Node 2 is the
+        // oldest (the search lists seeds highest first, so it formed the
+        // cluster) and hosts the singleton.
         var search = SplitBrainSearch()
         search.settings.removalMargin = 1
         search.settings.frozenLimit = 60
         let noisy = FaultSchedule(steps: [
             .init(at: 1, fault: .heal), .init(at: 2, fault: .loss(0)),
-            .init(at: 3, fault: .pause(0, seconds: 20)), .init(at: 3, fault: .partition([[0], [1, 2, 3, 4]])),
+            .init(at: 3, fault: .pause(2, seconds: 20)), .init(at: 3, fault: .partition([[2], [0, 1, 3, 4]])),
         ])
         let (violation, _) = search.run(noisy, nodes: 5, seed: 1)
         #expect(violation?.property == .twoSingletons, "\(String(describing: violation))")
         let minimal = search.shrink(noisy, nodes: 5, seed: 1, property: .twoSingletons)
         #expect(minimal.steps.count < noisy.steps.count)
-        #expect(minimal.steps.contains { if case .pause(0, _) = $0.fault { true } else { false } })
+        #expect(minimal.steps.contains { if case .pause(2, _) = $0.fault { true } else { false } })
         #expect(search.run(minimal, nodes: 5, seed: 1).0?.property == .twoSingletons)
         let story = search.trace(minimal, nodes: 5, seed: 1)
         #expect(story.last?.contains("two singletons") == true, "\(story)")
@@ -123,6 +125,30 @@ import Testing
         let violations = try await offThePool {
             ([1_796_279_599] + (UInt64(1)...30)).compactMap { seed in
                 SplitBrainSearch().run(schedule, nodes: 5, seed: seed).0.map { "network seed \(seed): \($0)" }
+            }
+        }
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
+    /// Found by a 10–15 sweep (seed 6790910, 12 nodes): every seed was
+    /// downed and restarted, and the restarted seeds formed a second cluster
+    /// beside the one that lived on. The search started the first nodes
+    /// with one seed and restarted them with three, so the live cluster did
+    /// not know nodes 1 and 2 as seeds and never invited them; it now lists
+    /// the same three seeds on every node, as `oscar chaos` and a deployment
+    /// do. The shrunk schedule, replayed under that network seed and 30
+    /// others.
+    @Test func restartedSeedsRejoinTheClusterThatListsThemAsSeeds() async throws {
+        let schedule = FaultSchedule(steps: [
+            .init(at: 11.9, fault: .partition([[2], [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]])),
+            .init(at: 21.7, fault: .isolate(10, from: [0, 1, 7, 8, 9, 11])),
+            .init(at: 42.8, fault: .pause(3, seconds: 12)), .init(at: 43.3, fault: .heal),
+            .init(at: 46.1, fault: .partition([[0, 1, 10], [2, 3, 4, 5, 6, 7, 8, 9, 11]])),
+            .init(at: 57.8, fault: .kill(5)), .init(at: 60.0, fault: .heal),
+        ])
+        let violations = try await offThePool {
+            ([6_790_910] + (UInt64(1)...30)).compactMap { seed in
+                SplitBrainSearch().run(schedule, nodes: 12, seed: seed).0.map { "network seed \(seed): \($0)" }
             }
         }
         #expect(violations.isEmpty, "\(violations)")
