@@ -108,7 +108,21 @@ package struct Gossip: Codable, Hashable, Sendable {
 
     /// Records that current member `uid` has seen this state.
     public mutating func markSeen(by uid: UInt64) {
-        if let i = current.firstIndex(where: { $0.uid == uid }) { seenFlags[i] = true }
+        if let i = currentIndex(of: uid) { seenFlags[i] = true }
+    }
+
+    /// Where member `uid` sits in `current`: its address from the member
+    /// table, then a binary search of the address order. A scan by uid, on
+    /// every gossip a node takes, was a tenth of a 10,000-node simulation.
+    package func currentIndex(of uid: UInt64) -> Int? {
+        guard let node = members[uid]?.node else { return nil }
+        var low = 0
+        var high = current.count
+        while low < high {
+            let mid = (low + high) / 2
+            if Self.addressOrder(current[mid].node, node) { low = mid + 1 } else { high = mid }
+        }
+        return low < current.count && current[low].uid == uid ? low : nil
     }
 
     /// A new state: only the node that made it has seen it.
@@ -244,7 +258,7 @@ package struct Gossip: Codable, Hashable, Sendable {
         unreachable = out
         unreachableFlags = Array(repeating: false, count: current.count)
         for uid in out {
-            if let i = current.firstIndex(where: { $0.uid == uid }) { unreachableFlags[i] = true }
+            if let i = currentIndex(of: uid) { unreachableFlags[i] = true }
         }
         var firstJoining: Member?
         leader = nil
@@ -265,7 +279,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// The current members that have seen this exact state.
     public var seen: Set<UInt64> { Set(current.indices.lazy.filter { seenFlags[$0] }.map { current[$0].uid }) }
 
-    public func hasSeen(_ uid: UInt64) -> Bool { current.firstIndex { $0.uid == uid }.map { seenFlags[$0] } ?? false }
+    public func hasSeen(_ uid: UInt64) -> Bool { currentIndex(of: uid).map { seenFlags[$0] } ?? false }
 
     /// Converged: every current, reachable member that is not down or exiting
     /// has seen this state. Unreachable members are not waited for (they
@@ -278,7 +292,9 @@ package struct Gossip: Codable, Hashable, Sendable {
     }
 
     /// Lowest host, then port, then uid: every node sorts members the same way.
-    package static func addressOrder(_ a: Member, _ b: Member) -> Bool {
-        (a.node.host, a.node.port, a.node.uid) < (b.node.host, b.node.port, b.node.uid)
+    package static func addressOrder(_ a: Member, _ b: Member) -> Bool { addressOrder(a.node, b.node) }
+
+    static func addressOrder(_ a: NodeAddress, _ b: NodeAddress) -> Bool {
+        (a.host, a.port, a.uid) < (b.host, b.port, b.uid)
     }
 }

@@ -44,6 +44,14 @@ struct KeepMajority {
     /// to have been seen up by every member; `exited`, exiting members that
     /// told this node so (they have stopped).
     static func decide(me: UInt64, gossip: Gossip, settled: Set<UInt64>, exited: Set<UInt64> = []) -> Decision {
+        decide(me: me, gossip: gossip, isSettled: settled.contains, exited: exited)
+    }
+
+    /// The same, asking `isSettled` whether every member is known to have
+    /// seen a member up.
+    static func decide(
+        me: UInt64, gossip: Gossip, isSettled: (UInt64) -> Bool, exited: Set<UInt64> = []
+    ) -> Decision {
         guard gossip.isConverged else { return .wait }
         // A member promoted no later than every unreachable voter (in an
         // earlier round, or in the same one) counts as settled even when an
@@ -72,9 +80,9 @@ struct KeepMajority {
                 !(m.status == .exiting && exited.contains(m.uid))
             else { continue }
             voters += 1
-            let isSettled = settled.contains(m.uid) || m.upNumber <= firstUnreachableUp
-            if !isSettled { allSettled = false }
-            let isMine = (m.status == .up || m.status == .leaving) && !flagged && isSettled
+            let settled = isSettled(m.uid) || m.upNumber <= firstUnreachableUp
+            if !settled { allSettled = false }
+            let isMine = (m.status == .up || m.status == .leaving) && !flagged && settled
             if isMine { mine += 1 }
             if lowestIsMine == nil { lowestIsMine = isMine }  // `current` is in address order
         }

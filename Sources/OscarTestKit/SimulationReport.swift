@@ -56,6 +56,7 @@ public struct SimulationReport: Sendable {
     /// Runs the scenarios. `progress` is called with a line per step.
     public static func run(
         nodes n: Int, seed: UInt64, lossRates: [Double] = [0.05, 0.20], window: Double = 60, kills: Int = 20,
+        membership: MembershipSettings = MembershipSettings(),
         progress: (String) -> Void = { _ in }
     ) -> SimulationReport {
         var report = SimulationReport(nodes: n, seed: seed)
@@ -73,6 +74,7 @@ public struct SimulationReport: Sendable {
         do {
             progress("n=\(n): cold start and a late joiner")
             var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+            settings.core = membership
             settings.lastNodeStartsAt = 1_000  // effectively "later", set below
             var sim = ClusterSimulator(settings: settings)
             sim.recordsEvents = false  // views, not events, are read here
@@ -111,7 +113,9 @@ public struct SimulationReport: Sendable {
         // fault. One formed cluster serves every rate (the simulator is a
         // value: each rate runs on a copy).
         progress("n=\(n): forming a cluster for the loss runs")
-        var formed = ClusterSimulator(settings: ClusterSimulator.Settings(nodes: n, seed: seed &+ 17))
+        var formedSettings = ClusterSimulator.Settings(nodes: n, seed: seed &+ 17)
+        formedSettings.core = membership
+        var formed = ClusterSimulator(settings: formedSettings)
         // Forming publishes every join and up at every node: 2 N² events,
         // most of the memory at 1,000 nodes. Only the loss window's count.
         formed.recordsEvents = false

@@ -15,9 +15,9 @@ enum SimulateCommand {
         if let text = args.option("nodes") {
             let items = text.split(separator: ",", omittingEmptySubsequences: false)
             sizes = items.compactMap { Int($0) }
-            guard !sizes.isEmpty, sizes.count == items.count, sizes.allSatisfy({ (3...5_000).contains($0) }) else {
+            guard !sizes.isEmpty, sizes.count == items.count, sizes.allSatisfy({ (3...10_000).contains($0) }) else {
                 throw .usage(
-                    "--nodes takes sizes from 3 to 5000, such as 10,100 or 1000"
+                    "--nodes takes sizes from 3 to 10000, such as 10,100 or 1000"
                         + (text.contains("-") ? " (a range such as 3-9 is for --search)" : ""))
             }
             guard Set(sizes).count == sizes.count else { throw .usage("--nodes names each size once") }
@@ -49,13 +49,16 @@ enum SimulateCommand {
         for n in sizes {
             let start = clock.now
             reports.append(
-                SimulationReport.run(nodes: n, seed: seed, lossRates: lossRates, window: window, kills: kills) { line in
+                SimulationReport.run(
+                    nodes: n, seed: seed, lossRates: lossRates, window: window, kills: kills,
+                    membership: membership(forClusterSize: n)
+                ) { line in
                     let elapsed = (clock.now - start).inSeconds
                     FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")
                 })
             FileStream.standardError.write("… n=\(n) took \(Int((clock.now - start).inSeconds)) s of real time\n")
         }
-        let text = table(reports, lossRates: lossRates) + "\n\n" + fits(reports)
+        let text = table(reports, lossRates: lossRates) + "\n\n" + fits(reports) + scalingNote(sizes)
         print(text)
         if let dir = reportDirectory {
             try FileStream.replace(
@@ -69,6 +72,26 @@ enum SimulateCommand {
                 with: SimulationReport.plot(reports, period: ClusterSimulator.Settings(nodes: 1, seed: 0).tickInterval))
             FileStream.standardError.write("… wrote \(dir)/simulation.svg, simulation.txt and kills.tsv\n")
         }
+    }
+
+    /// The settings each size runs with: the defaults, widened as a user
+    /// of a cluster that large is told to (`scaled(toClusterSize:)`).
+    static func membership(forClusterSize n: Int) -> MembershipSettings {
+        MembershipSettings().scaled(toClusterSize: n)
+    }
+
+    /// Which sizes ran with widened downing windows, and what they were.
+    static func scalingNote(_ sizes: [Int]) -> String {
+        let defaults = MembershipSettings()
+        let widened = sizes.filter { membership(forClusterSize: $0) != defaults }
+        guard !widened.isEmpty else { return "" }
+        let lines = widened.map { n in
+            let m = membership(forClusterSize: n)
+            return "  \(n) nodes: decideWhenUnstableAfter \(format1(m.decideWhenUnstableAfter)) s, "
+                + "removalMargin \(format1(m.removalMargin)) s"
+        }
+        return "\nabove 1,000 nodes the downing windows are widened (MembershipSettings.scaled(toClusterSize:)):\n"
+            + lines.joined(separator: "\n")
     }
 
     /// How "every node saw it unreachable" grows with N, fitted two ways;

@@ -95,7 +95,8 @@ let usage = """
                                       detection over K kills, false suspicions and nodes downed
                                       under each loss % (for --window seconds each), gossip load;
                                       DIR gets the table, every kill and an SVG against SWIM and
-                                      Lifeguard
+                                      Lifeguard; sizes up to 10000, over 1000 with the downing
+                                      windows of MembershipSettings.scaled(toClusterSize:)
       oscar simulate --search N [--nodes 3-9] [--seed 1] [--trace]
                                       N random fault schedules on the simulator, checked for
                                       split brain, two singletons and a removed connected

@@ -106,7 +106,7 @@ import Testing
             let survivors = (0..<3).filter { $0 != victim }
             // The window: a survivor does not yet know every member saw the
             // other survivor promoted.
-            if survivors.contains(where: { sim.states[$0].settled.count < 3 }) { hits += 1 }
+            if survivors.contains(where: { sim.states[$0].settledCount < 3 }) { hits += 1 }
             sim.kill(victim)
             let uid = ClusterSimulator.address(victim).uid
             let removed = await advance(

@@ -34,7 +34,7 @@ struct HandDrivenCluster {
         for uid in 1...count { cluster.start(uid) }
         let formed = cluster.tick(until: { c in
             (1...count).allSatisfy {
-                c.sees($0, all: Array(1...count), are: .up) && c.states[$0]!.settled.count == count
+                c.sees($0, all: Array(1...count), are: .up) && c.states[$0]!.settledCount == count
             }
         })
         precondition(formed, "the cluster did not form")
