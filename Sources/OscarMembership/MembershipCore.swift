@@ -74,24 +74,25 @@ package struct MembershipCore: Core {
         /// When this node first saw each current member down: it is removed
         /// `removalMargin` later.
         var downSince: [UInt64: Double] = [:]
-        /// The gossip version `downSince` was last brought up to date with.
-        var downNotedVersion: VersionVector?
         /// The member table of the last converged state with nobody
         /// unreachable: every member has seen the members it holds up
         /// (`isSettled`), so every side counts them as voters. See
-        /// `KeepMajority`. The table itself, not a set of uids: it shares its
-        /// storage with every node holding that state, where a set per node
-        /// was three fifths of a 1,000-node simulation's memory.
+        /// `KeepMajority`. The table itself, not a set of uids: a simulator
+        /// running thousands of nodes shares it among every node that holds
+        /// that state, where a set per node grew with N². (A real node keeps
+        /// one table alive, which may be one state behind its own.)
         var settledView: [UInt64: Member] = [:]
 
         /// Whether every member is known to have seen `uid` up.
-        package func isSettled(_ uid: UInt64) -> Bool {
-            guard let m = settledView[uid] else { return false }
-            return m.upNumber > 0 && m.status != .joining && m.status != .removed
-        }
+        package func isSettled(_ uid: UInt64) -> Bool { settledView[uid].map(Self.isSettledRecord) ?? false }
 
         /// How many members are settled.
-        package var settledCount: Int { settledView.keys.count { isSettled($0) } }
+        package var settledCount: Int { settledView.values.count(where: Self.isSettledRecord) }
+
+        /// A record of the settling state that shows its member up (or on).
+        private static func isSettledRecord(_ m: Member) -> Bool {
+            m.upNumber > 0 && m.status != .joining && m.status != .removed
+        }
         /// Exiting members that sent this node a state naming themselves
         /// exiting: a member stops the moment it sees that, so these are
         /// gone. They count as voters nowhere and are removed at once.
@@ -441,13 +442,8 @@ package struct MembershipCore: Core {
     /// Keeps `downSince` and `exited` up to date with the view.
     private func noteDowned(_ s: inout State) {
         let g = s.gossip
-        if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
-        // The rest depends on the members alone, which the version names:
-        // walking them again for a version already walked changes nothing
-        // (and was a fifteenth of a 10,000-node simulation).
-        guard s.downNotedVersion != g.version else { return }
-        s.downNotedVersion = g.version
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
+        if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
         // Indices, not members: a member's copy retains its strings and roles.
         for i in g.current.indices where g.current[i].status == .down && s.downSince[g.current[i].uid] == nil {
             s.downSince[g.current[i].uid] = s.now
@@ -505,15 +501,15 @@ package struct MembershipCore: Core {
         guard s.gossip.isConverged else { return }
         let round = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
-        let settledView = s.lastUnreachable.isEmpty
+        let nobodyUnreachable = s.lastUnreachable.isEmpty
         for member in s.gossip.current {
             var m = member
             switch m.status {
-            case .joining where settledView && s.gossip.isReachable(m.uid):
+            case .joining where nobodyUnreachable && s.gossip.isReachable(m.uid):
                 m.status = .up
                 m.upNumber = round
-            case .leaving where settledView: m.status = .exiting
-            case .exiting where settledView || s.exited.contains(m.uid): m.status = .removed
+            case .leaving where nobodyUnreachable: m.status = .exiting
+            case .exiting where nobodyUnreachable || s.exited.contains(m.uid): m.status = .removed
             case .down
             where s.now - (s.downSince[m.uid] ?? s.now) >= settings.removalMargin
                 || KeepMajority.isReplaced(m, in: s.gossip):

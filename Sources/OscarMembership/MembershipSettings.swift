@@ -58,26 +58,29 @@ public struct MembershipSettings: Sendable, Hashable {
 
     /// These settings with the downing windows widened for a cluster that
     /// may grow to `members` (with the default 500 ms tick): each doubling
-    /// beyond 1,000 members adds 3 s to `decideWhenUnstableAfter` and
-    /// 3.5 s to `removalMargin`; up to 1,000 members they stay as they are.
+    /// beyond 1,000 members adds 3 s to `decideWhenUnstableAfter` and to
+    /// `firstSeedTimeout`, and 3.5 s to `removalMargin`, each rounded up to
+    /// whole seconds; up to 1,000 members they stay as they are.
     ///
     /// Why: a node whose view has not converged `stableAfter +
     /// decideWhenUnstableAfter` into an episode downs itself (rule 3 of
     /// docs/DOWNING.md). Convergence after a kill needs the leader's *down*
-    /// to reach every node and their acknowledgements to reach everyone,
-    /// which takes longer the larger the cluster. On the simulator, 3,000
-    /// nodes with the defaults sometimes ran past the window: nodes that
-    /// had not heard downed themselves, their watchers saw them vanish,
-    /// and the whole cluster went down. The removal margin grows with the
-    /// window (it must cover it plus the spread between two nodes'
-    /// detections, which also grows with the cluster), so the safety
-    /// argument holds unchanged. Akka likewise asks for a longer
-    /// stable-after as a cluster grows. Every node must use the same size.
+    /// to reach every node and their acknowledgements to come back, which
+    /// takes longer the larger the cluster; past the window, nodes that
+    /// have not heard down themselves and the loss cascades. The removal
+    /// margin must cover the window plus the spread between two nodes'
+    /// detections (which also grows with the cluster), and the first seed's
+    /// wait must cover a cut-off minority's downing, so both grow at least
+    /// as much: the safety argument holds unchanged. Akka likewise asks for
+    /// a longer stable-after as a cluster grows. Every node must use the
+    /// same size.
     public func scaled(toClusterSize members: Int) -> MembershipSettings {
         guard members > 1_000 else { return self }
         let doublings = log2(Double(members) / 1_000)
+        let window = (3 * doublings).rounded(.up)
         var scaled = self
-        scaled.decideWhenUnstableAfter += (3 * doublings).rounded(.up)
+        scaled.decideWhenUnstableAfter += window
+        scaled.firstSeedTimeout += window
         scaled.removalMargin += (3.5 * doublings).rounded(.up)
         return scaled
     }

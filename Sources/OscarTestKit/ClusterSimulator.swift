@@ -65,6 +65,8 @@ public struct ClusterSimulator {
     private var pausedUntil: [Int: Double] = [:]
     /// Nodes whose `join` has run (a node that has not started does nothing).
     private var started: Set<Int> = []
+    /// The seeds each node was started with; a restart lists them again.
+    private var startSeeds: [[NodeAddress]] = []
     /// Restarts of each node so far: its incarnation, which picks its uid.
     private var incarnations: [Int: Int] = [:]
     /// Events published by each node, with their virtual time.
@@ -105,18 +107,14 @@ public struct ClusterSimulator {
             if let shared = settings.sharedSeeds {
                 // Highest first: the node that forms the cluster is not the
                 // lowest address, so the leader is another seed.
-                seeds = Self.sharedSeedAddresses(shared, nodes: settings.nodes)
+                seeds = (0..<min(shared, settings.nodes)).reversed().map { Self.address($0) }
                 start = uniform()
             }
             if i == settings.nodes - 1, let late = settings.lastNodeStartsAt { start = late }
+            startSeeds.append(seeds)
             schedule(Event(at: start, sequence: 0, node: i, action: .join(seeds: seeds)))
             schedule(Event(at: start + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil))
         }
-    }
-
-    /// The first `count` nodes, highest first (`Settings.sharedSeeds`).
-    private static func sharedSeedAddresses(_ count: Int, nodes: Int) -> [NodeAddress] {
-        (0..<min(count, nodes)).reversed().map { address($0) }
     }
 
     /// Node `i`'s address: port i + 1, uid i + 1 (a million more per
@@ -180,7 +178,7 @@ public struct ClusterSimulator {
     public func isBlocked(from a: Int, to b: Int) -> Bool { blocked.contains(Link(from: a, to: b)) }
 
     /// Starts a killed or stopped node again as a new incarnation (a new uid
-    /// on the same address), joining through every node.
+    /// on the same address), joining through the seeds it started with.
     public mutating func restart(_ i: Int) {
         killed.remove(i)
         pausedUntil[i] = nil
@@ -191,15 +189,11 @@ public struct ClusterSimulator {
             seed: settings.seed &+ UInt64(i) &* 7919 &+ UInt64(incarnation))
         states[i].now = now  // the new process's clock reads the time it starts
         started.remove(i)
-        // The seeds the node started with when every node lists the same
-        // ones (`sharedSeeds`); otherwise the first three, as `oscar chaos`
-        // lists them: node 0 forms a new cluster only if the other seeds
-        // are in none either; the others only join. (A restarted node 0
-        // with no seeds would form a second cluster at once.)
-        let seeds =
-            settings.sharedSeeds.map { Self.sharedSeedAddresses($0, nodes: settings.nodes) }
-            ?? (0..<min(3, settings.nodes)).map { Self.address($0) }
-        schedule(Event(at: now, sequence: 0, node: i, action: .join(seeds: seeds)))
+        // The seeds it started with, as a restarted process reads the same
+        // configuration: with `sharedSeeds` every node lists the same ones,
+        // as `oscar chaos` starts them. (Without, node 0 lists none and
+        // would form a second cluster at once, as a lone seed does.)
+        schedule(Event(at: now, sequence: 0, node: i, action: .join(seeds: startSeeds[i])))
         schedule(
             Event(
                 at: now + uniform() * settings.tickInterval, sequence: 0, node: i, action: nil,

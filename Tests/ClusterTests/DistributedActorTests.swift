@@ -118,7 +118,9 @@ distributed actor Greeter {
     }
 
     @Test func aCallToADeadNodeFailsFast() async throws {
-        let (a, b) = (try Self.system(), try Self.system())
+        var settings = ClusterSystem.Settings()
+        settings.callTimeout = .seconds(60)
+        let (a, b) = (try Self.system(), try Self.system(settings))
         defer { b.shutdown() }
         let doomed = a.named("doomed") { Greeter(actorSystem: a) }
         let remote = try Greeter.resolve(id: doomed.id, using: b)
@@ -133,9 +135,10 @@ distributed actor Greeter {
             return false
         }
         // nodeUnreachable, not timeout, is what shows it failed on the loss
-        // rather than at the 5 s timeout; the time is a loose second check
-        // (milliseconds here, seconds on a loaded machine).
-        #expect(clock.now - start < realTimeBound(.seconds(5)), "at once, not at the 5 s timeout")
+        // rather than at the 60 s timeout; the time is a loose second check
+        // (milliseconds here; under the whole suite the awaiting task has
+        // resumed more than 5 s after the call failed), half the timeout.
+        #expect(clock.now - start < .seconds(30), "at once, not at the 60 s timeout")
         withExtendedLifetime(doomed) {}
     }
 

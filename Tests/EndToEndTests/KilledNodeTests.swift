@@ -15,9 +15,11 @@ import Testing
 
         // Whether or not the ask has left this process when the node dies, it
         // must end with nodeUnreachable when the connection drops, not at its
-        // 30 s timeout. (It takes milliseconds; 5 s is margin for a loaded
-        // machine, still far from the timeout.)
-        async let pending = echo.ask(Demo.Sleep(ms: 30_000), timeout: .seconds(30))
+        // 60 s timeout. It takes milliseconds, but the bound is half the
+        // timeout: under the whole suite the awaiting task has resumed more
+        // than 5 s after its ask failed (the cooperative pool was busy), and
+        // anything short of the timeout shows the drop ended it.
+        async let pending = echo.ask(Demo.Sleep(ms: 60_000), timeout: .seconds(60))
         let clock = ContinuousClock()
         let killedAt = clock.now
         kill(victim.process.processIdentifier, SIGKILL)
@@ -30,6 +32,6 @@ import Testing
                 return
             }
         }
-        #expect(clock.now - killedAt < realTimeBound(.seconds(5)))
+        #expect(clock.now - killedAt < .seconds(30))
     }
 }

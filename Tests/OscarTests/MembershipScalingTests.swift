@@ -4,7 +4,8 @@ import Testing
 /// `MembershipSettings.scaled(toClusterSize:)`: the downing windows widen
 /// with the cluster, and never in a way that breaks the safety argument of
 /// docs/DOWNING.md (the removal margin covers the unstable window plus the
-/// detection spread, so it must grow at least as much as the window).
+/// detection spread, and the first seed's wait a cut-off minority's
+/// downing, so both must grow at least as much as the window).
 @Suite(.timeLimit(.minutes(1))) struct MembershipScalingTests {
     @Test func upToAThousandMembersTheSettingsStayAsGiven() {
         var custom = MembershipSettings()
@@ -31,10 +32,12 @@ import Testing
             let windowGrowth = large.decideWhenUnstableAfter - base.decideWhenUnstableAfter
             let marginGrowth = large.removalMargin - base.removalMargin
             #expect(marginGrowth >= windowGrowth, "sizes \(a), \(b)")
+            #expect(large.firstSeedTimeout - base.firstSeedTimeout == windowGrowth, "the first seed waits as long more")
             var rest = large
             rest.decideWhenUnstableAfter = base.decideWhenUnstableAfter
             rest.removalMargin = base.removalMargin
-            #expect(rest == base, "only the two windows change")
+            rest.firstSeedTimeout = base.firstSeedTimeout
+            #expect(rest == base, "only the three windows change")
         }
     }
 

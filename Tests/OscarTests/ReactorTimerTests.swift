@@ -338,9 +338,10 @@ final class TimerActor: Reactor {
         let slow = Record<(load: Int, start: ContinuousClock.Instant, end: ContinuousClock.Instant)>()
         let actor = try system.spawn("slow") { SlowTimerActor(slow: slow) }
         #expect(await eventually { slow.all.count >= 15 })
-        // Taken before the stop is sent: each tick reads its load before it
-        // is recorded, so none of these can count the stop message itself
-        // (a tick running when the stop arrives sees load 2, rightly).
+        // Taken before the stop is sent: each tick reads its load when it
+        // starts and is recorded after, so none of these can count the stop
+        // message (a tick that starts with the stop queued behind it sees
+        // load 2, rightly).
         let ticks = slow.all
         _ = try await actor.ask(StopSlowTicks(), timeout: .seconds(120))
         // Only the tick being handled: no other waits behind it, though each
