@@ -89,11 +89,10 @@ package struct Gossip: Codable, Hashable, Sendable {
             current.removeAll { $0.uid == member.uid }
             let at = tombstones.firstIndex { $0 >= member.uid } ?? tombstones.endIndex
             if at == tombstones.endIndex || tombstones[at] != member.uid { tombstones.insert(member.uid, at: at) }
-        } else if let i = current.firstIndex(where: { $0.uid == member.uid }) {
+        } else if let i = currentIndex(of: member.uid) {
             current[i] = member
         } else {
-            let at = current.firstIndex { Self.addressOrder(member, $0) } ?? current.endIndex
-            current.insert(member, at: at)
+            current.insert(member, at: position(of: member.node))
         }
         changed(by: observer)
         refreshReachability()
@@ -118,14 +117,21 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// should a peer's state pair them otherwise, a scan still finds it.
     package func currentIndex(of uid: UInt64) -> Int? {
         guard let node = members[uid]?.node else { return nil }
+        let at = position(of: node)
+        if at < current.count, current[at].uid == uid { return at }
+        return current.firstIndex { $0.uid == uid }
+    }
+
+    /// The first place in `current` whose address is not before `node`'s:
+    /// where `node` is, or where it goes.
+    private func position(of node: NodeAddress) -> Int {
         var low = 0
         var high = current.count
         while low < high {
             let mid = (low + high) / 2
             if Self.addressOrder(current[mid].node, node) { low = mid + 1 } else { high = mid }
         }
-        if low < current.count, current[low].uid == uid { return low }
-        return current.firstIndex { $0.uid == uid }
+        return low
     }
 
     /// A new state: only the node that made it has seen it.

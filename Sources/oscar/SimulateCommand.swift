@@ -88,7 +88,7 @@ enum SimulateCommand {
         let lines = widened.map { n in
             let m = membership(forClusterSize: n)
             return "  \(n) nodes: decideWhenUnstableAfter \(format1(m.decideWhenUnstableAfter)) s, "
-                + "removalMargin \(format1(m.removalMargin)) s"
+                + "removalMargin \(format1(m.removalMargin)) s, firstSeedTimeout \(format1(m.firstSeedTimeout)) s"
         }
         return "\nabove 1,000 nodes the downing windows are widened (MembershipSettings.scaled(toClusterSize:)):\n"
             + lines.joined(separator: "\n")
