@@ -42,6 +42,10 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var stableAfter = Duration.seconds(5)
     public var decideWhenUnstableAfter = Duration.seconds(4)
     public var removalMargin = Duration.seconds(8)
+    /// The most members the cluster may grow to; above 1,000 the downing
+    /// windows widen (`MembershipSettings.scaled(toClusterSize:)`). Nil:
+    /// as set.
+    public var clusterSize: Int?
     public var logLevel = OscarLog.Level.info
     /// TLS on the cluster port: this node's certificate, its key and the
     /// cluster CA (PEM files); all three or none.
@@ -180,13 +184,7 @@ package struct NodeConfiguration: Sendable, Equatable {
             host: bindHost, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles,
             httpPort: httpPort, httpHost: httpHost)
         s.advertisedHost = advertisedHost
-        s.membership.failureDetector.threshold = phiThreshold
-        s.membership.failureDetector.acceptablePause = acceptablePause
-        s.membership.failureDetector.firstHeartbeatEstimate = heartbeatInterval
-        s.membership.downing = downing == .manual ? .manual : .keepMajority
-        s.membership.stableAfter = stableAfter.inSeconds
-        s.membership.decideWhenUnstableAfter = decideWhenUnstableAfter.inSeconds
-        s.membership.removalMargin = removalMargin.inSeconds
+        s.membership = membership
         s.membershipTick = heartbeatInterval
         if let tlsCertificate, let tlsKey, let tlsCA {
             s.tls = .init(
@@ -194,6 +192,19 @@ package struct NodeConfiguration: Sendable, Equatable {
                 acceptsPlaintext: tlsPlaintext == .accept)
         }
         return s
+    }
+
+    /// The membership settings these keys make, widened for `clusterSize`.
+    var membership: MembershipSettings {
+        var m = MembershipSettings()
+        m.failureDetector.threshold = phiThreshold
+        m.failureDetector.acceptablePause = acceptablePause
+        m.failureDetector.firstHeartbeatEstimate = heartbeatInterval
+        m.downing = downing == .manual ? .manual : .keepMajority
+        m.stableAfter = stableAfter.inSeconds
+        m.decideWhenUnstableAfter = decideWhenUnstableAfter.inSeconds
+        m.removalMargin = removalMargin.inSeconds
+        return clusterSize.map { m.scaled(toClusterSize: $0) } ?? m
     }
 
     /// Every setting, in the order `--print-config` shows them.
@@ -330,6 +341,23 @@ package struct NodeConfiguration: Sendable, Equatable {
         } show: {
             DurationText.format($0.removalMargin)
         },
+        Key(
+            name: "cluster-size",
+            help:
+                "the most members the cluster may grow to; above 1000 it widens decide-when-unstable-after, removal-margin and the first seed's wait (every node the same)"
+        ) { c, t throws(Reason) in
+            c.clusterSize = try int(t, 1...1_000_000)
+        } show: {
+            c in
+            // The windows in effect: the keys above show what was given.
+            c.clusterSize.map { n in
+                let m = c.membership
+                return n <= 1_000
+                    ? "\(n)"
+                    : "\(n) (in effect: decide-when-unstable-after \(seconds(m.decideWhenUnstableAfter)), "
+                        + "removal-margin \(seconds(m.removalMargin)), first seed's wait \(seconds(m.firstSeedTimeout)))"
+            } ?? "(not set)"
+        },
         Key(name: "log-level", help: "debug, info, warning, error or off") { c, t throws(Reason) in
             guard let level = OscarLog.Level.allCases.first(where: { $0.description == t }) else {
                 throw Reason(text: "must be one of debug, info, warning, error, off; not '\(t)'")
@@ -372,6 +400,9 @@ package struct NodeConfiguration: Sendable, Equatable {
         guard SocketAddress.ipv4(text, 0) != nil else { throw Reason(text: "'\(text)' is not an IPv4 address") }
         return text
     }
+
+    /// Seconds as a duration setting is written ("11s").
+    private static func seconds(_ value: Double) -> String { DurationText.format(.seconds(value)) }
 
     private static func duration(_ text: String) throws(Reason) -> Duration {
         guard let d = DurationText.parse(text), d > .zero else {

@@ -32,6 +32,30 @@ import Testing
         #expect(settings.port == 7300 && settings.membership.stableAfter == 7)
     }
 
+    /// `cluster-size` reaches `MembershipSettings.scaled(toClusterSize:)`
+    /// from a flag, the environment or a file, on top of the windows given.
+    @Test func aClusterSizeOverAThousandWidensTheDowningWindows() throws {
+        let small = try NodeConfiguration.resolve(flags: ["cluster-size": "1000"], environment: [:])
+        #expect(small.configuration.clusterSettings(secret: "e").membership == MembershipSettings())
+        let large = try NodeConfiguration.resolve(
+            flags: ["removal-margin": "10s"], environment: ["OSCAR_CLUSTER_SIZE": "3000"])
+        #expect(large.configuration.clusterSize == 3_000 && large.sources["cluster-size"] == .environment)
+        var expected = MembershipSettings()
+        expected.removalMargin = 10
+        #expect(large.configuration.clusterSettings(secret: "e").membership == expected.scaled(toClusterSize: 3_000))
+        #expect(expected.scaled(toClusterSize: 3_000) != expected, "not vacuous")
+        // --print-config shows the windows in effect beside the ones given.
+        #expect(
+            large.printed.contains(
+                "cluster-size = 3000 (in effect: decide-when-unstable-after 9s, removal-margin 16s, first seed's wait 17s)"
+            ), "\(large.printed)")
+        #expect(try NodeConfiguration.resolve(flags: [:], environment: [:]).printed.contains("(not set)"))
+        do {
+            _ = try NodeConfiguration.resolve(flags: ["cluster-size": "0"], environment: [:])
+            Issue.record("a cluster of no members is refused")
+        } catch { #expect(error.key == "cluster-size") }
+    }
+
     @Test func printedConfigurationMasksTheSecret() throws {
         let r = try NodeConfiguration.resolve(flags: ["secret": "hunter2"], environment: [:])
         #expect(!r.printed.contains("hunter2"))
