@@ -69,80 +69,76 @@ public struct SimulationReport: Sendable {
             }
         }
 
-        // Cold start, then a late joiner. In a scope of its own, so its
-        // simulator is gone before the loss runs make theirs.
-        do {
-            progress("n=\(n): cold start and a late joiner")
-            var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
-            settings.core = membership
-            settings.lastNodeStartsAt = 1_000  // effectively "later", set below
-            var sim = ClusterSimulator(settings: settings)
-            sim.recordsEvents = false  // views, not events, are read here
-            let early = Array(0..<(n - 1))
-            report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
-            if let t = report.coldStartConvergence {
-                // Restart the scenario with the late node starting just after convergence.
-                settings.lastNodeStartsAt = t + 1
-                sim = ClusterSimulator(settings: settings)
-                sim.recordsEvents = false  // views, not events, are read here
-                let all = Array(0..<n)
-                if let upAt = sim.run(untilTrue: { allUp($0, all, n) }, limit: t + 1 + limit, step: 0.25) {
-                    report.newMemberUp = upAt - (t + 1)
-                    // Stable cluster: gossip load over 10 s.
-                    let before = sim.gossipSent
-                    sim.run(until: sim.now + 10)
-                    report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
-                    // Kills, each on a copy of this stable cluster: at
-                    // evenly spread phases of the tick, on members spread
-                    // around the ring. The first one also runs to removal.
-                    progress("n=\(n): \(kills) kills")
-                    let stable = sim
-                    for k in 0..<kills {
-                        var s = stable
-                        s.run(until: s.now + settings.tickInterval * Double(k) / Double(kills))
-                        let victim = (n / 2 + k * Self.victimStride(n)) % n
-                        report.kills.append(Self.measureKill(of: victim, in: &s, removal: k == 0, limit: limit))
-                    }
-                    report.killRemoved = report.kills.first?.removed
-                }
-            }
-        }
-
-        // False positives under loss: the cluster forms without loss, then
-        // loses that fraction of every message for the window; no other
-        // fault. One formed cluster serves every rate (the simulator is a
-        // value: each rate runs on a copy).
-        progress("n=\(n): forming a cluster for the loss runs")
-        var formedSettings = ClusterSimulator.Settings(nodes: n, seed: seed &+ 17)
-        formedSettings.core = membership
-        var formed = ClusterSimulator(settings: formedSettings)
-        // Forming publishes every join and up at every node: 2 N² events,
-        // most of the memory at 1,000 nodes. Only the loss window's count.
-        formed.recordsEvents = false
-        guard let start = formed.run(untilTrue: { allUp($0, Array(0..<n), n) }, limit: limit, step: 0.25) else {
+        // Cold start, then a late joiner once the others have converged,
+        // then 10 s of a stable cluster: the one every kill and loss run
+        // starts from.
+        progress("n=\(n): cold start and a late joiner")
+        var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+        settings.core = membership
+        settings.lastNodeStartsAt = .infinity  // moved once the others converge
+        var sim = ClusterSimulator(settings: settings)
+        // Views, not events, are read here: forming publishes every join and
+        // up at every node, 2 N² events, most of the memory at 1,000 nodes.
+        sim.recordsEvents = false
+        let early = Array(0..<(n - 1))
+        report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
+        guard let t = report.coldStartConvergence else { return report }
+        sim.moveStart(of: n - 1, to: t + 1)
+        guard let upAt = sim.run(untilTrue: { allUp($0, Array(0..<n), n) }, limit: t + 1 + limit, step: 0.25) else {
             return report
         }
-        formed.recordsEvents = true
-        for loss in lossRates {
-            progress("n=\(n): \(Int(loss * 100))% loss for \(Int(window)) s")
-            var s = formed
-            s.loss = loss
+        report.newMemberUp = upAt - (t + 1)
+        // Stable cluster: gossip load over 10 s.
+        let before = sim.gossipSent
+        sim.run(until: sim.now + 10)
+        report.gossipPerNodeSecond = Double(sim.gossipSent - before) / Double(n) / 10
+
+        // Every kill and every loss rate runs on its own copy of the stable
+        // cluster (the simulator is a value), so they share nothing and run
+        // side by side, one per core; each copy replays the same whatever
+        // the core count. Kills come at evenly spread phases of the tick, on
+        // members spread around the ring; the first one also runs to
+        // removal. Under loss, no other fault: false suspicions are the
+        // unreachable events about live members that reached node 0 (a
+        // suspicion spreads to every node).
+        progress("n=\(n): \(kills) kills and \(lossRates.count) loss runs of \(Int(window)) s, side by side")
+        let stable = sim
+        let tick = settings.tickInterval
+        let outcomes = ParallelJobs.run(kills + lossRates.count) { job -> Outcome in
+            var s = stable
+            guard job >= kills else {
+                s.run(until: s.now + tick * Double(job) / Double(kills))
+                let victim = (n / 2 + job * Self.victimStride(n)) % n
+                return .kill(Self.measureKill(of: victim, in: &s, removal: job == 0, limit: limit))
+            }
+            let start = s.now
+            s.loss = lossRates[job - kills]
+            s.recordsEvents = true
             s.run(until: start + window)
-            var unreachable = 0
-            var removed = 0
-            for e in s.events[0] where e.time > start {
-                if case .unreachable = e.event { unreachable += 1 }
-            }
-            for i in 0..<n {
-                for e in s.events[i] where e.time > start {
-                    if case .memberRemoved = e.event { removed += 1 }
-                }
-            }
-            report.falseSuspicionsPerMinute[loss] = Double(unreachable) / (window / 60)
-            report.falseRemovals[loss] = removed
-            report.downedUnderLoss[loss] = (0..<n).filter(s.isDowned).count
+            let unreachable = s.events[0].count { if case .unreachable = $0.event { true } else { false } }
+            let removed = s.events.joined().count { if case .memberRemoved = $0.event { true } else { false } }
+            return .loss(
+                suspicionsPerMinute: Double(unreachable) / (window / 60), removed: removed,
+                downed: (0..<n).count(where: s.isDowned))
         }
+        for (job, outcome) in outcomes.enumerated() {
+            switch outcome {
+            case .kill(let sample): report.kills.append(sample)
+            case .loss(let suspicions, let removed, let downed):
+                let loss = lossRates[job - kills]
+                report.falseSuspicionsPerMinute[loss] = suspicions
+                report.falseRemovals[loss] = removed
+                report.downedUnderLoss[loss] = downed
+            }
+        }
+        report.killRemoved = report.kills.first?.removed
         return report
+    }
+
+    /// What one job of `run` measured.
+    private enum Outcome: Sendable {
+        case kill(KillSample)
+        case loss(suspicionsPerMinute: Double, removed: Int, downed: Int)
     }
 
     /// Kills `victim` and measures, in virtual seconds from the kill, its

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import OscarBase
 import OscarCBOR
@@ -7,7 +6,6 @@ import OscarDistributed
 import OscarMembership
 import OscarRemote
 import OscarRuntime
-import Synchronization
 
 /// A property checker on the simulator, in the manner of FoundationDB's
 /// simulation and Jepsen: run `MembershipCore`s under random fault
@@ -296,37 +294,17 @@ public struct SplitBrainSearch: Sendable {
 }
 
 extension SplitBrainSearch {
-    /// Checks every seed of `seeds`, on one thread per core; `nodes` gives
-    /// a seed's node count. `progress` sees each outcome as it is known
-    /// (from any thread, one at a time). The outcomes come back in seed
-    /// order. The workers are threads of their own, not Dispatch's or Swift
-    /// concurrency's shared ones, which a long search would hold for its
-    /// whole length.
+    /// Checks every seed of `seeds`, on one thread per core
+    /// (`ParallelJobs`); `nodes` gives a seed's node count. `progress` sees
+    /// each outcome as it is known (from any thread, one at a time). The
+    /// outcomes come back in seed order.
     public func search(
         seeds: ClosedRange<UInt64>, nodes: @escaping @Sendable (UInt64) -> Int,
         progress: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) -> [Outcome] {
         let all = Array(seeds)
-        let results = Mutex([Outcome?](repeating: nil, count: all.count))
-        let next = Atomic(0)
-        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, all.count))
-        let done = DispatchSemaphore(value: 0)
-        for _ in 0..<workers {
-            let thread = Thread {
-                while true {
-                    let i = next.add(1, ordering: .relaxed).oldValue
-                    guard i < all.count else { break }
-                    let outcome = check(seed: all[i], nodes: nodes(all[i]))
-                    results.withLock { r in
-                        r[i] = outcome
-                        progress(outcome)
-                    }
-                }
-                done.signal()
-            }
-            thread.start()
+        return ParallelJobs.run(all.count, finished: { _, outcome in progress(outcome) }) { i in
+            check(seed: all[i], nodes: nodes(all[i]))
         }
-        for _ in 0..<workers { done.wait() }
-        return results.withLock { $0.compactMap { $0 } }
     }
 }

@@ -220,6 +220,34 @@ import Testing
         let second = await run()
         #expect(first == second)
     }
+
+    /// `moveStart` replays a run set up with the late start from the
+    /// beginning, event for event, whatever the seed, size and start (the
+    /// simulation report leans on it to form a cluster once, not twice).
+    @Test func movingALateStartReplaysARunSetUpWithIt() {
+        var random = SplitMix64(seed: 20_261_203)
+        for _ in 0..<12 {
+            let n = 3 + Int(random.next() % 10)
+            let seed = random.next() % 1_000_000
+            let decidedAt = 1 + Double(random.next() % 40) / 4
+            let startAt = decidedAt + Double(1 + random.next() % 8) / 4
+            func history(_ sim: ClusterSimulator) -> [String] {
+                (0..<n).flatMap { i in sim.events[i].map { "\(i) \($0.time) \($0.event)" } }
+                    + ["\(sim.messagesSent) \(sim.gossipSent)"]
+            }
+            var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+            settings.lastNodeStartsAt = startAt
+            var setUp = ClusterSimulator(settings: settings)
+            setUp.run(until: startAt + 15)  // a few nodes: milliseconds
+            settings.lastNodeStartsAt = .infinity
+            var moved = ClusterSimulator(settings: settings)
+            moved.run(until: decidedAt)
+            moved.moveStart(of: n - 1, to: startAt)
+            moved.run(until: startAt + 15)
+            #expect(allUp(moved, Array(0..<n), count: n), "n \(n) seed \(seed): the late node is not up")
+            #expect(history(moved) == history(setUp), "n \(n) seed \(seed), moved at \(decidedAt) to \(startAt)")
+        }
+    }
 }
 
 extension ClusterSimulatorTests {
