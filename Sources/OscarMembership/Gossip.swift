@@ -21,7 +21,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// same order. Two states with the same version have the same `current`,
     /// so their flags line up and unite with an `or`, with no hashing; only
     /// current members count for convergence, so only they are recorded.
-    private(set) var seenFlags: [Bool] = []
+    private(set) var seenFlags = MemberFlags(count: 0)
     /// Members that are part of the cluster now (not removed), in address
     /// order. Stored, like `unreachable` and `leader`: they are read many
     /// times per action and change only with the content.
@@ -32,7 +32,11 @@ package struct Gossip: Codable, Hashable, Sendable {
     public private(set) var unreachable: Set<UInt64> = []
     /// The same, as a flag per member of `current`: read on every tick for
     /// every member, without hashing.
-    private(set) var unreachableFlags: [Bool] = []
+    private(set) var unreachableFlags = MemberFlags(count: 0)
+    /// Current members that are down, and those exiting, as flags: neither
+    /// is waited for to converge nor gossiped to, and every tick asks.
+    private(set) var downFlags = MemberFlags(count: 0)
+    private(set) var exitingFlags = MemberFlags(count: 0)
     /// The reachable member with the lowest address among those up or
     /// leaving (among joining ones while none is up yet).
     public private(set) var leader: Member?
@@ -49,8 +53,8 @@ package struct Gossip: Codable, Hashable, Sendable {
         members = try c.decode([UInt64: Member].self, forKey: .members)
         current = members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder)
         tombstones = members.values.filter { $0.status == .removed }.map(\.uid).sorted()
-        seenFlags = current.map { seen.contains($0.uid) }
-        refreshReachability()
+        seenFlags = MemberFlags(count: current.count) { [current] in seen.contains(current[$0].uid) }
+        refreshDerived()
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -95,14 +99,14 @@ package struct Gossip: Codable, Hashable, Sendable {
             current.insert(member, at: position(of: member.node))
         }
         changed(by: observer)
-        refreshReachability()
+        refreshDerived()
         return true
     }
 
     public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) {
         guard reachability.observe(observer, reaches: subject, reachable) else { return }
         changed(by: observer)
-        refreshReachability()
+        refreshDerived()
     }
 
     /// Records that current member `uid` has seen this state.
@@ -137,7 +141,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// A new state: only the node that made it has seen it.
     private mutating func changed(by observer: UInt64) {
         version.increment(observer)
-        seenFlags = Array(repeating: false, count: current.count)
+        seenFlags = MemberFlags(count: current.count)
         markSeen(by: observer)
     }
 
@@ -152,7 +156,7 @@ package struct Gossip: Codable, Hashable, Sendable {
         switch version.compare(other.version) {
         case .same where current.count == other.current.count:
             var out = self
-            for i in out.seenFlags.indices where other.seenFlags[i] { out.seenFlags[i] = true }
+            out.seenFlags.formUnion(other.seenFlags)
             return out
         case .after: return self
         case .before: return other
@@ -217,8 +221,8 @@ package struct Gossip: Codable, Hashable, Sendable {
             if member.status != mine?.status || member.upNumber != mine?.upNumber { out.members[uid] = member }
         }
         if other.tombstones != tombstones { out.tombstones = Array(Set(tombstones).union(other.tombstones)).sorted() }
-        out.seenFlags = Array(repeating: false, count: out.current.count)
-        out.refreshReachability()
+        out.seenFlags = MemberFlags(count: out.current.count)
+        out.refreshDerived()
         return out
     }
 
@@ -253,9 +257,9 @@ package struct Gossip: Codable, Hashable, Sendable {
         for j in j..<b.count { visit(nil, j) }
     }
 
-    /// Recomputes `unreachable` and `leader` from `current` and
-    /// `reachability`.
-    private mutating func refreshReachability() {
+    /// Recomputes what is derived from `current` and `reachability`:
+    /// `unreachable`, `leader` and the status flags.
+    private mutating func refreshDerived() {
         func isCurrent(_ uid: UInt64) -> Bool { members[uid].map { $0.status != .removed } ?? false }
         var out: Set<UInt64> = []
         // Few observers hold a suspicion: look members up for those only.
@@ -265,7 +269,9 @@ package struct Gossip: Codable, Hashable, Sendable {
             }
         }
         unreachable = out
-        unreachableFlags = Array(repeating: false, count: current.count)
+        unreachableFlags = MemberFlags(count: current.count)
+        downFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .down }
+        exitingFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .exiting }
         for uid in out {
             if let i = currentIndex(of: uid) { unreachableFlags[i] = true }
         }
@@ -286,7 +292,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     public func isReachable(_ uid: UInt64) -> Bool { !unreachable.contains(uid) }
 
     /// The current members that have seen this exact state.
-    public var seen: Set<UInt64> { Set(current.indices.lazy.filter { seenFlags[$0] }.map { current[$0].uid }) }
+    public var seen: Set<UInt64> { Set(seenFlags.setIndices.map { current[$0].uid }) }
 
     public func hasSeen(_ uid: UInt64) -> Bool { currentIndex(of: uid).map { seenFlags[$0] } ?? false }
 
@@ -295,9 +301,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// cannot see it), so one unreachable member does not block every change;
     /// nor are exiting ones, which stop once they know they are exiting.
     public var isConverged: Bool {
-        current.indices.allSatisfy { i in
-            seenFlags[i] || unreachableFlags[i] || current[i].status == .down || current[i].status == .exiting
-        }
+        MemberFlags.cover(current.count, seenFlags, unreachableFlags, downFlags, exitingFlags)
     }
 
     /// Lowest host, then port, then uid: every node sorts members the same way.

@@ -63,31 +63,37 @@ struct KeepMajority {
         // (before the killed member acknowledged the state that promoted it
         // and the others beside it) then leaves the rest a majority instead
         // of downing everyone.
+        //
+        // Indices, not member copies (each copy retains the member's
+        // strings): every node runs this on every tick while a member is
+        // unreachable, at 10,000 members too.
+        let members = gossip.current
         var firstUnreachableUp = Int.max
-        for (i, m) in gossip.current.enumerated()
-        where gossip.unreachableFlags[i] && m.upNumber > 0 && (m.status == .up || m.status == .leaving) {
-            firstUnreachableUp = min(firstUnreachableUp, m.upNumber)
+        for i in gossip.unreachableFlags.setIndices
+        where members[i].upNumber > 0 && (members[i].status == .up || members[i].status == .leaving) {
+            firstUnreachableUp = min(firstUnreachableUp, members[i].upNumber)
         }
         var voters = 0
         var mine = 0
         var allSettled = true
         var lowestIsMine: Bool?
         var unreachable: [UInt64] = []
-        for (i, m) in gossip.current.enumerated() {
+        for i in members.indices {
+            let (status, upNumber, uid) = (members[i].status, members[i].upNumber, members[i].uid)
             let flagged = gossip.unreachableFlags[i]
-            if flagged, m.status != .down, m.status != .exiting { unreachable.append(m.uid) }
-            guard m.upNumber > 0, m.status != .joining, !(m.status == .down && isReplaced(m, in: gossip)),
-                !(m.status == .exiting && exited.contains(m.uid))
+            if flagged, status != .down, status != .exiting { unreachable.append(uid) }
+            guard upNumber > 0, status != .joining, !(status == .down && isReplaced(members[i], in: gossip)),
+                !(status == .exiting && exited.contains(uid))
             else { continue }
             voters += 1
-            let settled = isSettled(m.uid) || m.upNumber <= firstUnreachableUp
+            let settled = upNumber <= firstUnreachableUp || isSettled(uid)
             if !settled { allSettled = false }
-            let isMine = (m.status == .up || m.status == .leaving) && !flagged && settled
+            let isMine = (status == .up || status == .leaving) && !flagged && settled
             if isMine { mine += 1 }
             if lowestIsMine == nil { lowestIsMine = isMine }  // `current` is in address order
         }
-        let meOnMySide = gossip.current.firstIndex { $0.uid == me }.map { i in
-            !gossip.unreachableFlags[i] && gossip.current[i].status != .down
+        let meOnMySide = gossip.currentIndex(of: me).map { i in
+            !gossip.unreachableFlags[i] && members[i].status != .down
         }
         guard meOnMySide == true else { return .downSelf }
         let majority = mine * 2 > voters || (allSettled && mine * 2 == voters && lowestIsMine == true)

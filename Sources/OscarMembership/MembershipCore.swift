@@ -444,8 +444,8 @@ package struct MembershipCore: Core {
         let g = s.gossip
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
         if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
-        // Indices, not members: a member's copy retains its strings and roles.
-        for i in g.current.indices where g.current[i].status == .down && s.downSince[g.current[i].uid] == nil {
+        // The down flags, not a walk over members: this runs on every tick.
+        for i in g.downFlags.setIndices where s.downSince[g.current[i].uid] == nil {
             s.downSince[g.current[i].uid] = s.now
         }
     }
@@ -459,31 +459,23 @@ package struct MembershipCore: Core {
     /// by someone, and only gossip can carry the withdrawals.
     private func gossip(_ s: inout State, _ out: inout [Directive], count: Int) {
         let g = s.gossip
-        let me = s.me.uid
-        let mine = g.reachability.observers[me]?.unreachable ?? []
-        func eligible(_ i: Int) -> Bool {
-            let status = g.current[i].status
-            return status != .down && status != .exiting && g.current[i].uid != me
-                && !(g.unreachableFlags[i] && mine.contains(g.current[i].uid))
+        let mine = g.reachability.observers[s.me.uid]?.unreachable ?? []
+        // Word-wide flag arithmetic, no walk over the members: this runs on
+        // every tick of every node.
+        var ruledOut = MemberFlags(count: g.current.count)
+        if let me = g.currentIndex(of: s.me.uid) { ruledOut[me] = true }
+        if !mine.isEmpty {
+            for i in g.unreachableFlags.setIndices where mine.contains(g.current[i].uid) { ruledOut[i] = true }
         }
-        // Two passes over indices, no arrays of members: count, then pick.
-        var eligibleCount = 0
-        var unseenCount = 0
-        for i in g.current.indices where eligible(i) {
-            eligibleCount += 1
-            if !g.seenFlags[i] { unseenCount += 1 }
-        }
-        guard eligibleCount > 0 else { return }
-        let onlyUnseen = unseenCount > 0
-        let poolSize = onlyUnseen ? unseenCount : eligibleCount
+        let eligible = MemberFlags(count: g.current.count, allSet: true).subtracting(
+            g.downFlags, g.exitingFlags, ruledOut)
+        let unseen = eligible.subtracting(g.seenFlags)
+        let pool = unseen.setCount > 0 ? unseen : eligible
+        let poolSize = pool.setCount
         for _ in 0..<min(count, poolSize) {
-            var pick = Int(nextRandom(&s) % UInt64(poolSize))
-            for i in g.current.indices where eligible(i) && !(onlyUnseen && g.seenFlags[i]) {
-                if pick == 0 {
-                    out.append(.sendGossip(to: g.current[i].node, g))
-                    break
-                }
-                pick -= 1
+            // The pick-th member of the pool in address order.
+            if let i = pool.indexOfSet(Int(nextRandom(&s) % UInt64(poolSize))) {
+                out.append(.sendGossip(to: g.current[i].node, g))
             }
         }
     }
