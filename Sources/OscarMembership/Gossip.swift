@@ -155,8 +155,13 @@ package struct Gossip: Codable, Hashable, Sendable {
     public func merged(with other: Gossip) -> Gossip {
         switch version.compare(other.version) {
         case .same where current.count == other.current.count:
-            var out = self
-            out.seenFlags.formUnion(other.seenFlags)
+            // The sender's tables, not this node's: two nodes that joined
+            // the same states each built their own copy, and kept it for
+            // as long as the state lasted (at 3,000 members, most of a
+            // formed cluster's memory). Taking the sender's as gossip goes
+            // round leaves one copy of a state where there were hundreds.
+            var out = other
+            out.seenFlags.formUnion(seenFlags)
             return out
         case .after: return self
         case .before: return other
@@ -191,9 +196,17 @@ package struct Gossip: Codable, Hashable, Sendable {
                 break
             }
         }
+        // Most often one side's records are the join (it holds every change
+        // the other does: a *down* spreading from the leader meets states
+        // that differ from it only in reachability). Then the result keeps
+        // that side's tables, shared, not rebuilt: at 10,000 members a
+        // rebuilt table is megabytes, held by every node that merged.
+        var isTheirs = false
         if !same {
             var current: [Member] = []
             current.reserveCapacity(max(self.current.count, other.current.count))
+            var isMine = true
+            isTheirs = true
             Self.walk(self.current, other.current) { i, j in
                 let mine = i.map { self.current[$0] } ?? members[other.current[j!].uid]
                 let theirs = j.map { other.current[$0] } ?? other.members[self.current[i!].uid]
@@ -206,10 +219,12 @@ package struct Gossip: Codable, Hashable, Sendable {
                 }
                 if member.status != mine?.status || member.upNumber != mine?.upNumber {
                     out.members[member.uid] = member
+                    isMine = false
                 }
+                if !(theirs.map { Self.sameRecord($0, member) } ?? false) { isTheirs = false }
                 if member.status != .removed { current.append(member) }
             }
-            out.current = current
+            out.current = isMine ? self.current : isTheirs ? other.current : current
         }
         // Tombstones on both sides, or only on the other (the walk saw the
         // members current on either side).
@@ -219,8 +234,11 @@ package struct Gossip: Codable, Hashable, Sendable {
             guard mine?.status ?? .removed == .removed else { continue }
             let member = mine.map { Self.sameRecord($0, theirs) ? $0 : Member.later($0, theirs) } ?? theirs
             if member.status != mine?.status || member.upNumber != mine?.upNumber { out.members[uid] = member }
+            if !Self.sameRecord(member, theirs) { isTheirs = false }
         }
         if other.tombstones != tombstones { out.tombstones = Array(Set(tombstones).union(other.tombstones)).sorted() }
+        // Each of their records is the join's, and they hold every one of mine.
+        if isTheirs, tombstones.allSatisfy({ other.members[$0] != nil }) { out.members = other.members }
         out.seenFlags = MemberFlags(count: out.current.count)
         out.refreshDerived()
         return out

@@ -1,3 +1,4 @@
+import Foundation
 import OscarBase
 import OscarCBOR
 import OscarCluster
@@ -53,10 +54,12 @@ public struct SimulationReport: Sendable {
     /// Gossip messages per node per second in a stable cluster.
     public var gossipPerNodeSecond: Double = 0
 
-    /// Runs the scenarios. `progress` is called with a line per step.
+    /// Runs the scenarios, the kills and loss runs `jobs` at a time (each
+    /// holds its own copy of the cluster as it diverges: memory grows with
+    /// `jobs`, not the figures). `progress` is called with a line per step.
     public static func run(
         nodes n: Int, seed: UInt64, lossRates: [Double] = [0.05, 0.20], window: Double = 60, kills: Int = 20,
-        membership: MembershipSettings = MembershipSettings(),
+        membership: MembershipSettings = MembershipSettings(), jobs: Int = ProcessInfo.processInfo.activeProcessorCount,
         progress: (String) -> Void = { _ in }
     ) -> SimulationReport {
         var report = SimulationReport(nodes: n, seed: seed)
@@ -101,10 +104,10 @@ public struct SimulationReport: Sendable {
         // removal. Under loss, no other fault: false suspicions are the
         // unreachable events about live members that reached node 0 (a
         // suspicion spreads to every node).
-        progress("n=\(n): \(kills) kills and \(lossRates.count) loss runs of \(Int(window)) s, side by side")
+        progress("n=\(n): \(kills) kills and \(lossRates.count) loss runs of \(Int(window)) s, \(jobs) at a time")
         let stable = sim
         let tick = settings.tickInterval
-        let outcomes = ParallelJobs.run(kills + lossRates.count) { job -> Outcome in
+        let outcomes = ParallelJobs.run(kills + lossRates.count, workers: jobs) { job -> Outcome in
             var s = stable
             guard job >= kills else {
                 s.run(until: s.now + tick * Double(job) / Double(kills))

@@ -27,6 +27,7 @@ enum SimulateCommand {
         let seed = UInt64(try args.int("seed", default: 1, range: 0...Int(Int32.max)))
         let window = Double(try args.int("window", default: 60, range: 5...3_600))
         let kills = try args.int("kills", default: 20, range: 1...1_000)
+        let jobs = try args.int("jobs", default: ProcessInfo.processInfo.activeProcessorCount, range: 1...256)
         let lossRates = try (args.option("loss") ?? "5,20").split(separator: ",", omittingEmptySubsequences: false).map
         {
             (text) throws(CLIError) in
@@ -51,7 +52,7 @@ enum SimulateCommand {
             reports.append(
                 SimulationReport.run(
                     nodes: n, seed: seed, lossRates: lossRates, window: window, kills: kills,
-                    membership: membership(forClusterSize: n)
+                    membership: membership(forClusterSize: n), jobs: jobs
                 ) { line in
                     let elapsed = (clock.now - start).inSeconds
                     FileStream.standardError.write("… \(line)  [\(format1(elapsed)) s]\n")

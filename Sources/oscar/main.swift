@@ -90,13 +90,16 @@ let usage = """
                                       cluster secret when one is found (an endpoint beyond
                                       loopback requires it), else unsigned
       oscar simulate [--nodes 10,100] [--seed 1] [--window 60] [--kills 20] [--loss 5,20]
-                     [--report DIR]
+                     [--jobs CORES] [--report DIR]
                                       membership on the deterministic simulator: convergence,
                                       detection over K kills, false suspicions and nodes downed
                                       under each loss % (for --window seconds each), gossip load;
-                                      DIR gets the table, every kill and an SVG against SWIM and
-                                      Lifeguard; sizes up to 10000, over 1000 with the downing
-                                      windows of MembershipSettings.scaled(toClusterSize:)
+                                      kills and loss runs go --jobs at a time, each on its own
+                                      copy of one formed cluster (fewer jobs, less memory, the
+                                      same figures); DIR gets the table, every kill and an SVG
+                                      against SWIM and Lifeguard; sizes up to 10000, over 1000
+                                      with the downing windows of
+                                      MembershipSettings.scaled(toClusterSize:)
       oscar simulate --search N [--nodes 3-9] [--seed 1] [--trace]
                                       N random fault schedules on the simulator, checked for
                                       split brain, two singletons and a removed connected
