@@ -27,7 +27,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// times per action and change only with the content.
     public private(set) var current: [Member] = []
     /// Removed members' uids, sorted: with `current`, every member.
-    private(set) var tombstones: [UInt64] = []
+    package private(set) var tombstones: [UInt64] = []
     /// Current members that some current member observes as unreachable.
     public private(set) var unreachable: Set<UInt64> = []
     /// The same, as a flag per member of `current`: read on every tick for
@@ -155,13 +155,8 @@ package struct Gossip: Codable, Hashable, Sendable {
     public func merged(with other: Gossip) -> Gossip {
         switch version.compare(other.version) {
         case .same where current.count == other.current.count:
-            // The sender's tables, not this node's: two nodes that joined
-            // the same states each built their own copy, and kept it for
-            // as long as the state lasted (at 3,000 members, most of a
-            // formed cluster's memory). Taking the sender's as gossip goes
-            // round leaves one copy of a state where there were hundreds.
-            var out = other
-            out.seenFlags.formUnion(seenFlags)
+            var out = self
+            out.seenFlags.formUnion(other.seenFlags)
             return out
         case .after: return self
         case .before: return other
@@ -224,7 +219,7 @@ package struct Gossip: Codable, Hashable, Sendable {
                 if !(theirs.map { Self.sameRecord($0, member) } ?? false) { isTheirs = false }
                 if member.status != .removed { current.append(member) }
             }
-            out.current = isMine ? self.current : isTheirs ? other.current : current
+            out.current = isMine ? self.current : current
         }
         // Tombstones on both sides, or only on the other (the walk saw the
         // members current on either side).
@@ -237,8 +232,12 @@ package struct Gossip: Codable, Hashable, Sendable {
             if !Self.sameRecord(member, theirs) { isTheirs = false }
         }
         if other.tombstones != tombstones { out.tombstones = Array(Set(tombstones).union(other.tombstones)).sorted() }
-        // Each of their records is the join's, and they hold every one of mine.
-        if isTheirs, tombstones.allSatisfy({ other.members[$0] != nil }) { out.members = other.members }
+        // Each of their records is the join's, and they hold every one of
+        // mine: both of their tables are the join's.
+        if isTheirs, tombstones.allSatisfy({ other.members[$0] != nil }) {
+            out.members = other.members
+            out.current = other.current
+        }
         out.seenFlags = MemberFlags(count: out.current.count)
         out.refreshDerived()
         return out

@@ -33,6 +33,7 @@ package struct MemberFlags: Hashable, Sendable {
     package subscript(i: Int) -> Bool {
         get { words[i >> 6] & (1 << UInt64(i & 63)) != 0 }
         set {
+            precondition(i < count, "flag \(i) of \(count)")  // bits past `count` stay clear
             if newValue { words[i >> 6] |= 1 << UInt64(i & 63) } else { words[i >> 6] &= ~(1 << UInt64(i & 63)) }
         }
     }

@@ -82,7 +82,7 @@ public struct SimulationReport: Sendable {
         var sim = ClusterSimulator(settings: settings)
         // Views, not events, are read here: forming publishes every join and
         // up at every node, 2 N² events, most of the memory at 1,000 nodes.
-        sim.recordsEvents = false
+        sim.recordedNodes = []
         let early = Array(0..<(n - 1))
         report.coldStartConvergence = sim.run(untilTrue: { allUp($0, early, n - 1) }, limit: limit, step: 0.25)
         guard let t = report.coldStartConvergence else { return report }
@@ -115,11 +115,14 @@ public struct SimulationReport: Sendable {
                 return .kill(Self.measureKill(of: victim, in: &s, removal: job == 0, limit: limit))
             }
             let start = s.now
+            let tombstonesBefore = (0..<n).map { s.view($0).tombstones.count }
             s.loss = lossRates[job - kills]
-            s.recordsEvents = true
+            s.recordedNodes = [0]  // a suspicion reaches every node: count one's
             s.run(until: start + window)
             let unreachable = s.events[0].count { if case .unreachable = $0.event { true } else { false } }
-            let removed = s.events.joined().count { if case .memberRemoved = $0.event { true } else { false } }
+            // A removal leaves a tombstone in the view that saw it (one
+            // `memberRemoved` event each), and keeps it.
+            let removed = (0..<n).reduce(0) { $0 + s.view($1).tombstones.count - tombstonesBefore[$1] }
             return .loss(
                 suspicionsPerMinute: Double(unreachable) / (window / 60), removed: removed,
                 downed: (0..<n).count(where: s.isDowned))
