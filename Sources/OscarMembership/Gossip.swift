@@ -106,7 +106,7 @@ package struct Gossip: Codable, Hashable, Sendable {
     public mutating func observe(_ observer: UInt64, reaches subject: UInt64, _ reachable: Bool) {
         guard reachability.observe(observer, reaches: subject, reachable) else { return }
         changed(by: observer)
-        refreshDerived()
+        refreshReachability()
     }
 
     /// Records that current member `uid` has seen this state.
@@ -274,9 +274,22 @@ package struct Gossip: Codable, Hashable, Sendable {
         for j in j..<b.count { visit(nil, j) }
     }
 
-    /// Recomputes what is derived from `current` and `reachability`:
-    /// `unreachable`, `leader` and the status flags.
+    /// Recomputes everything derived from `current` and `reachability`.
     private mutating func refreshDerived() {
+        refreshStatusFlags()
+        refreshReachability()
+    }
+
+    /// Recomputes the down and exiting flags from `current`: only a change
+    /// of `current` (an update, a join, a decode) moves them.
+    private mutating func refreshStatusFlags() {
+        downFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .down }
+        exitingFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .exiting }
+    }
+
+    /// Recomputes `unreachable`, its flags and `leader`, which follow
+    /// `reachability` as well as `current`: an observation moves only these.
+    private mutating func refreshReachability() {
         func isCurrent(_ uid: UInt64) -> Bool { members[uid].map { $0.status != .removed } ?? false }
         var out: Set<UInt64> = []
         // Few observers hold a suspicion: look members up for those only.
@@ -287,8 +300,6 @@ package struct Gossip: Codable, Hashable, Sendable {
         }
         unreachable = out
         unreachableFlags = MemberFlags(count: current.count)
-        downFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .down }
-        exitingFlags = MemberFlags(count: current.count) { [current] in current[$0].status == .exiting }
         for uid in out {
             if let i = currentIndex(of: uid) { unreachableFlags[i] = true }
         }

@@ -17,11 +17,11 @@ package struct MemberFlags: Hashable, Sendable {
         words = Array(repeating: 0, count: (count + 63) / 64)
     }
 
-    /// `count` flags, all set (with `allSet`) or all clear.
-    package init(count: Int, allSet: Bool) {
-        self.init(count: count)
-        guard allSet else { return }
-        for w in words.indices { words[w] = Self.fullWord(w, count: count) }
+    /// `count` flags, all set.
+    package static func all(count: Int) -> MemberFlags {
+        var flags = MemberFlags(count: count)
+        for w in flags.words.indices { flags.words[w] = fullWord(w, count: count) }
+        return flags
     }
 
     /// `count` flags, set where `isSet` says.

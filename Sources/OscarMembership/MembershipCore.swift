@@ -467,7 +467,7 @@ package struct MembershipCore: Core {
         if !mine.isEmpty {
             for i in g.unreachableFlags.setIndices where mine.contains(g.current[i].uid) { ruledOut[i] = true }
         }
-        let eligible = MemberFlags(count: g.current.count, allSet: true).subtracting(
+        let eligible = MemberFlags.all(count: g.current.count).subtracting(
             g.downFlags, g.exitingFlags, ruledOut)
         let unseen = eligible.subtracting(g.seenFlags)
         let pool = unseen.setCount > 0 ? unseen : eligible

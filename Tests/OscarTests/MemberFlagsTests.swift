@@ -30,7 +30,7 @@ import Testing
             union.formUnion(fb)
             #expect((0..<count).allSatisfy { union[$0] == (a[$0] || b[$0]) })
             #expect(MemberFlags.cover(count, fa, fb, fc) == (0..<count).allSatisfy { a[$0] || b[$0] || c[$0] })
-            let all = MemberFlags(count: count, allSet: true)
+            let all = MemberFlags.all(count: count)
             #expect(all.setCount == count && MemberFlags.cover(count, all))
             #expect(all.subtracting(fa).setCount == count - fa.setCount)
             var cleared = fa
