@@ -189,12 +189,29 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     /// Takes the frame of `size` bytes just appended to `outbound` at
-    /// `start` out of it, and returns its body for the large lane; nil when
-    /// the large lane's bound is reached (the frame is gone either way).
-    private func takeForLargeLane(from start: Int, size: Int) -> [UInt8]? {
-        defer { removeFrames(.ordinary, from: start) }
-        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else { return nil }
-        return Array(outbound[(start + 4)...])
+    /// `start` out of it, and returns a buffer holding its body from
+    /// `bodyStart` on, for the large lane; nil when the large lane's bound
+    /// is reached (the frame is gone either way).
+    ///
+    /// Why hand over the buffer: copying a 16 MiB body out of `outbound`
+    /// held this loop for milliseconds, and every small frame with it. When
+    /// the frames before it take less than a chunk and less than the
+    /// message, they are what is copied, into a new `outbound`, and the
+    /// message leaves in the buffer it was encoded into (with at most a
+    /// chunk of other frames ahead of its body).
+    private func takeForLargeLane(from start: Int, size: Int) -> (buffer: [UInt8], bodyStart: Int)? {
+        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
+            removeFrames(.ordinary, from: start)
+            return nil
+        }
+        guard start < LargeMessageLane.chunkBytes, start < size else {
+            defer { removeFrames(.ordinary, from: start) }
+            return (Array(outbound[(start + 4)...]), 0)
+        }
+        var taken = Array(outbound[..<start])
+        swap(&taken, &outbound)
+        eagerRefusedAt = min(eagerRefusedAt, start)
+        return (taken, start + 4)
     }
 
     /// Moves the message just appended to `outbound` at `start` to the large
@@ -203,13 +220,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         from start: Int, size: Int, recipient: String, manifest: String, reply: (any ReplyTarget)?,
         correlation: UInt64
     ) {
-        guard let body = takeForLargeLane(from: start, size: size) else {
+        guard let taken = takeForLargeLane(from: start, size: size) else {
             return refuse(manifest, reply, .outboundFull(node))
         }
         if let reply { awaitReply(reply, correlation: correlation) }
         // An injected drop loses the whole message; delays do not apply here.
         if let filter = transport.frameFilter, case .drop = filter.outboundFate(to: node, bytes: size) { return }
-        large.enqueue(body: body, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
+        large.enqueue(
+            taken.buffer, bodyStart: taken.bodyStart, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
         transport.stats.add(.framesOut)
         outboundChanged()
     }
@@ -298,12 +316,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 payload: payload)
             let size = outbound.count - start - 4
             if size > LargeMessageLane.chunkBytes {
-                guard let body = takeForLargeLane(from: start, size: size) else {
+                guard let taken = takeForLargeLane(from: start, size: size) else {
                     // Dropped: the asker's timeout answers it, as for a lost frame.
                     transport.droppedReplies.note("dropped a reply of \(size) bytes to \(node): its large lane is full")
                     return
                 }
-                large.enqueue(body: body, recipient: nil, whole: false)
+                large.enqueue(taken.buffer, bodyStart: taken.bodyStart, recipient: nil, whole: false)
                 transport.stats.add(.framesOut)
                 return outboundChanged()
             }

@@ -24,8 +24,12 @@ struct LargeMessageLane {
     static let window = 4 * chunkBytes
 
     private struct Entry {
-        /// The message's whole frame, without its length prefix.
-        var body: [UInt8]
+        /// Holds the message's whole frame, without its length prefix, from
+        /// `bodyStart` on: the buffer the message was encoded into, when
+        /// the association hands that over rather than copying the frame out.
+        var buffer: [UInt8]
+        var bodyStart: Int
+        var bodyCount: Int { buffer.count - bodyStart }
         /// Whose order it keeps (nil for a reply, which has no recipient).
         var recipient: String?
         /// Bytes of `body` already sent in chunks.
@@ -49,10 +53,12 @@ struct LargeMessageLane {
     /// Whether a frame to `recipient` must queue here to keep its order.
     func holds(recipient: String) -> Bool { !recipients.isEmpty && recipients[recipient] != nil }
 
-    /// Queues a frame body: chunked if `whole` is false, else sent as it is.
-    mutating func enqueue(body: [UInt8], recipient: String?, whole: Bool) {
-        entries.append(Entry(body: body, recipient: recipient, whole: whole))
-        queuedBytes += body.count
+    /// Queues the frame body that `buffer` holds from `bodyStart` on:
+    /// chunked if `whole` is false, else sent as it is.
+    mutating func enqueue(_ buffer: [UInt8], bodyStart: Int = 0, recipient: String?, whole: Bool) {
+        let entry = Entry(buffer: buffer, bodyStart: bodyStart, recipient: recipient, whole: whole)
+        entries.append(entry)
+        queuedBytes += entry.bodyCount
         if let recipient { recipients[recipient, default: 0] += 1 }
     }
 
@@ -61,34 +67,37 @@ struct LargeMessageLane {
     mutating func nextFrame() -> [UInt8]? {
         guard head < entries.count else { return nil }
         if entries[head].whole {
-            var frame = Self.prefix(entries[head].body.count)
-            frame.append(contentsOf: entries[head].body)
+            var frame = Self.prefix(entries[head].bodyCount)
+            frame.append(contentsOf: entries[head].buffer[entries[head].bodyStart...])
             finishEntry()
             return frame
         }
         guard unacknowledged < Self.window else { return nil }
-        let body = entries[head].body
+        let buffer = entries[head].buffer
+        let bodyStart = entries[head].bodyStart
+        let bodyCount = entries[head].bodyCount
         let start = entries[head].sent
-        let count = min(Self.chunkBytes, body.count - start)
+        let count = min(Self.chunkBytes, bodyCount - start)
         let first = start == 0
         var frame = Self.prefix(2 + (first ? 4 : 0) + count)
         frame.append(WireKind.chunk.rawValue)
         frame.append(first ? Self.firstChunk : 0)
-        if first { Self.appendUInt32(UInt32(body.count), to: &frame) }
-        frame.append(contentsOf: body[start..<start + count])
+        if first { Self.appendUInt32(UInt32(bodyCount), to: &frame) }
+        frame.append(contentsOf: buffer[bodyStart + start..<bodyStart + start + count])
         entries[head].sent += count
         unacknowledged += count
-        if entries[head].sent == body.count { finishEntry() }
+        if entries[head].sent == bodyCount { finishEntry() }
         return frame
     }
 
     private mutating func finishEntry() {
-        queuedBytes -= entries[head].body.count
+        queuedBytes -= entries[head].bodyCount
         if let recipient = entries[head].recipient {
             let left = recipients[recipient, default: 1] - 1
             recipients[recipient] = left == 0 ? nil : left
         }
-        entries[head].body = []
+        entries[head].buffer = []
+        entries[head].bodyStart = 0
         head += 1
         if head == entries.count {
             entries.removeAll(keepingCapacity: true)

@@ -41,7 +41,7 @@ import Testing
         }
     }
 
-    @Test func messagesArriveWholeAndInOrderWhateverTheAcknowledgementTiming() throws {
+    @Test func messagesArriveWholeAndInOrderWhateverTheAcknowledgementTimingAndBufferOffset() throws {
         for seed in UInt64(1)...100 {
             var random = SplitMix64(seed: seed)
             var lane = LargeMessageLane()
@@ -57,7 +57,12 @@ import Testing
                 ][Int.random(in: 0...2, using: &random)]
                 var body = [WireKind.tell.rawValue, 0]
                 body += (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ n) }
-                lane.enqueue(body: body, recipient: "/user/a", whole: body.count <= LargeMessageLane.chunkBytes)
+                // Handed over in the buffer it was encoded into, behind other
+                // frames (junk here), or alone.
+                let ahead = [0, Int.random(in: 1...300, using: &random)][Int.random(in: 0...1, using: &random)]
+                let buffer = [UInt8](repeating: 0xEE, count: ahead) + body
+                lane.enqueue(
+                    buffer, bodyStart: ahead, recipient: "/user/a", whole: body.count <= LargeMessageLane.chunkBytes)
                 sent.append(body)
             }
             #expect(lane.holds(recipient: "/user/a"))
@@ -85,7 +90,7 @@ import Testing
 
     @Test func aFullWindowStopsChunksButNotTheLaneState() {
         var lane = LargeMessageLane()
-        lane.enqueue(body: [UInt8](repeating: 7, count: 10 * LargeMessageLane.chunkBytes), recipient: nil, whole: false)
+        lane.enqueue([UInt8](repeating: 7, count: 10 * LargeMessageLane.chunkBytes), recipient: nil, whole: false)
         var frames = 0
         while lane.nextFrame() != nil { frames += 1 }
         #expect(frames == LargeMessageLane.window / LargeMessageLane.chunkBytes)
