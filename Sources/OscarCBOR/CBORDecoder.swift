@@ -280,6 +280,11 @@ package final class CBORDecoding: Decoder {
             var r = reader(at: offset)
             let h = try r.head()
             guard h.major == 2 else { throw mismatch("bytes", h) }
+            // A definite-length string (what every encoder here writes) is
+            // copied once, straight into the `Data`: through an array it was
+            // copied twice, and a 16 MiB message held the loop that decoded it
+            // for twice as long.
+            if !h.isIndefinite { return Data(try r.stringBytes(h)) as! T }
             return Data(try r.wholeString(h)) as! T
         }
         if T.self == Date.self {

@@ -171,6 +171,42 @@ struct PersonV2: Codable, Equatable {
         }
     }
 
+    /// `Data` is read straight from a definite-length byte string (one copy)
+    /// and joined from an indefinite-length one: random sizes across every
+    /// length head, random chunkings, and a cut string that must be refused.
+    @Test func bytesDecodeAsDataWhateverTheirLengthAndChunking() throws {
+        func head(_ count: Int) -> [UInt8] {
+            switch count {
+            case ..<24: [0x40 | UInt8(count)]
+            case ..<256: [0x58, UInt8(count)]
+            case ..<65_536: [0x59, UInt8(count >> 8), UInt8(count & 0xff)]
+            default: [0x5a] + (0..<4).reversed().map { UInt8((count >> (8 * $0)) & 0xff) }
+            }
+        }
+        var random = SplitMix64(seed: 20_261_203)
+        for round in 0..<200 {
+            let size = [Int.random(in: 0...30, using: &random), Int.random(in: 0...70_000, using: &random)][round % 2]
+            let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let definite = head(size) + bytes
+            #expect(try decoder.decode(Data.self, from: definite) == Data(bytes), "size \(size)")
+            #expect(try encoder.encode(Data(bytes)) == definite, "size \(size)")
+            var indefinite: [UInt8] = [0x5f]
+            var at = 0
+            while at < size {
+                let chunk = Int.random(in: 1...(size - at), using: &random)
+                indefinite += head(chunk) + bytes[at..<at + chunk]
+                at += chunk
+            }
+            indefinite.append(0xff)
+            #expect(try decoder.decode(Data.self, from: indefinite) == Data(bytes), "size \(size), chunked")
+            if size > 0 {
+                #expect(throws: CBORError.self, "size \(size), cut") {
+                    try decoder.decode(Data.self, from: Array(definite.dropLast()))
+                }
+            }
+        }
+    }
+
     @Test func hostileInputIsRefusedWithoutTrapping() throws {
         let cases: [(String, String)] = [
             ("truncated string", "6a616263"),
