@@ -137,6 +137,37 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
         payload: (inout [UInt8]) throws(CBORError) -> Void
     ) {
+        enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) {
+            out, correlation throws(CBORError) in
+            try WireEnvelope.append(
+                to: &out, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
+                payload: payload)
+        }
+    }
+
+    /// Queues a tell or ask whose whole frame was encoded off this loop, with
+    /// correlation 0 (the loop assigns it). Into an empty batch the frame is
+    /// taken as it is, not copied: a large message then reaches the large
+    /// lane without this loop ever copying its bytes.
+    package func send(
+        frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
+        reply: (any ReplyTarget)?
+    ) {
+        var frame = frame
+        enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) { out, correlation in
+            let start = out.count
+            if out.isEmpty { swap(&out, &frame) } else { out.append(contentsOf: frame) }
+            WireEnvelope.setCorrelation(correlation, kind: kind, in: &out, frameAt: start)
+        }
+    }
+
+    /// What both kinds of send share: the checks before a frame is queued,
+    /// `write` appending it to its lane's batch with its correlation, and
+    /// the size limit, the large lane and the fault filter after.
+    private func enqueue(
+        kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
+        write: (inout [UInt8], UInt64) throws(CBORError) -> Void
+    ) {
         loop.preconditionInEventLoop()
         if uid != 0, peerUID != 0, uid != peerUID {
             refuse(manifest, reply, .nodeUnreachable(node, "incarnation \(uid) of \(node) is gone (now \(peerUID))"))
@@ -155,14 +186,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         let start = count(lane)
         do {
             switch lane {
-            case .ordinary:
-                try WireEnvelope.append(
-                    to: &outbound, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
-                    payload: payload)
-            case .control:
-                try WireEnvelope.append(
-                    to: &control, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
-                    payload: payload)
+            case .ordinary: try write(&outbound, correlation)
+            case .control: try write(&control, correlation)
             }
         } catch {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))

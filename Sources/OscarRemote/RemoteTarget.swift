@@ -27,29 +27,37 @@ final class RemoteTarget: MessageTarget {
             }
             return
         }
-        let payload: [UInt8]
-        do {
-            payload = try CBOREncoder().encode(message)
-        } catch {
-            refuse(M.manifest, reply, .handlerFailed("\(M.manifest) could not be encoded: \(error)"))
-            return
+        // Off the loop: the whole frame is encoded here, on the caller's
+        // thread, and handed over (see `Association.send(frame:)`).
+        send(manifest: M.manifest, reply: reply) { out throws(CBORError) in
+            try CBOREncoder().encode(message, appendingTo: &out)
         }
-        send(manifest: M.manifest, payload: payload, reply: reply)
     }
 
     package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
-        send(manifest: manifest.utf8Text, payload: payload.copiedBytes, reply: reply)
+        let bytes = payload.copiedBytes
+        send(manifest: manifest.utf8Text, reply: reply) { $0.append(contentsOf: bytes) }
     }
 
-    /// Hands already encoded bytes to the association, on its loop. The
-    /// association checks the frame against the maximum size.
-    private func send(manifest: String, payload: [UInt8], reply: (any ReplyTarget)?) {
+    /// Encodes a whole frame here and hands it to the association, on its
+    /// loop, which assigns its correlation and checks it against the
+    /// maximum size.
+    private func send(
+        manifest: String, reply: (any ReplyTarget)?, payload: (inout [UInt8]) throws(CBORError) -> Void
+    ) {
         let (association, path, uid) = (self.association, address.path, address.node.uid)
         let kind: WireKind = reply == nil ? .tell : .ask
+        var frame: [UInt8] = []
+        do {
+            try WireEnvelope.append(to: &frame, kind: kind, recipient: path, manifest: manifest, payload: payload)
+        } catch {
+            refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
+            return
+        }
+        let transit = FrameInTransit(frame)
         let send: @Sendable () -> Void = {
-            association.send(kind: kind, recipient: path, manifest: manifest, uid: uid, reply: reply) { out in
-                out.append(contentsOf: payload)
-            }
+            association.send(
+                frame: transit.take(), kind: kind, recipient: path, manifest: manifest, uid: uid, reply: reply)
         }
         if transport.ioLoop.inEventLoop {
             send()
@@ -60,5 +68,21 @@ final class RemoteTarget: MessageTarget {
 
     private func refuse(_ manifest: String, _ reply: (any ReplyTarget)?, _ error: AskError) {
         refuseMessage(reply, manifest: manifest, to: address, error, in: transport.system)
+    }
+}
+
+/// A frame on its way to the association's loop, taken out there once, so
+/// that the loop holds the only reference to its buffer: with a second one
+/// (a closure's capture), the first write to the batch it became would copy
+/// all of it.
+private final class FrameInTransit: @unchecked Sendable {
+    private var frame: [UInt8]
+    init(_ frame: [UInt8]) { self.frame = frame }
+    /// Unchecked but safe: called once, on the loop, after the hand-over
+    /// that `EventLoop.execute` orders after `init`.
+    func take() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &frame)
+        return taken
     }
 }

@@ -79,6 +79,17 @@ package struct WireEnvelope {
 
     /// Appends one whole frame (length prefix included) to `out`.
     /// `payload` writes the CBOR payload in place; the length is patched after.
+    /// Writes `correlation` into the frame at `start` of `out`, one that
+    /// `append` wrote with correlation 0 (a frame encoded off the loop that
+    /// assigns correlations). A kind without one is left as it is.
+    package static func setCorrelation(_ correlation: UInt64, kind: WireKind, in out: inout [UInt8], frameAt start: Int)
+    {
+        guard hasCorrelation(kind) else { return }
+        for (i, shift) in stride(from: 56, through: 0, by: -8).enumerated() {
+            out[start + 6 + i] = UInt8(truncatingIfNeeded: correlation >> UInt64(shift))
+        }
+    }
+
     package static func append<E: Error>(
         to out: inout [UInt8], kind: WireKind, correlation: UInt64 = 0, recipient: String = "", sender: String? = nil,
         manifest: String = "", payload: (inout [UInt8]) throws(E) -> Void
