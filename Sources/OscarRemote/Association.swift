@@ -146,9 +146,10 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     /// Queues a tell or ask whose whole frame was encoded off this loop, with
-    /// correlation 0 (the loop assigns it). Into an empty batch the frame is
-    /// taken as it is, not copied: a large message then reaches the large
-    /// lane without this loop ever copying its bytes.
+    /// correlation 0 (the loop assigns it). A large frame that finds the
+    /// batch empty becomes the batch, uncopied, and so reaches the large lane
+    /// without this loop ever copying its bytes. A small one is appended: the
+    /// batch keeps the capacity it grew to.
     package func send(
         frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
         reply: (any ReplyTarget)?
@@ -156,7 +157,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         var frame = frame
         enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) { out, correlation in
             let start = out.count
-            if out.isEmpty { swap(&out, &frame) } else { out.append(contentsOf: frame) }
+            if out.isEmpty, frame.count > LargeMessageLane.chunkBytes {
+                swap(&out, &frame)
+            } else {
+                out.append(contentsOf: frame)
+            }
             WireEnvelope.setCorrelation(correlation, kind: kind, in: &out, frameAt: start)
         }
     }
