@@ -14,6 +14,12 @@ extension RawSpan {
         withUnsafeBytes { Array($0) }
     }
 
+    /// Appends the bytes to `out`: one copy, where `copiedBytes` and an
+    /// append would make two.
+    package func append(to out: inout [UInt8]) {
+        withUnsafeBytes { out.append(contentsOf: $0) }
+    }
+
     /// The bytes read as UTF-8 text (a manifest or a path); invalid
     /// sequences are repaired, as `String(decoding:as:)` does.
     package var utf8Text: String {

@@ -284,8 +284,8 @@ package final class CBORDecoding: Decoder {
             // copied once, straight into the `Data`: through an array it was
             // copied twice, and a 16 MiB message held the loop that decoded it
             // for twice as long.
-            if !h.isIndefinite { return Data(try r.stringBytes(h)) as! T }
-            return Data(try r.wholeString(h)) as! T
+            let data = h.isIndefinite ? Data(try r.wholeString(h)) : Data(try r.stringBytes(h))
+            return data as! T  // T is Data: checked above
         }
         if T.self == Date.self {
             var r = reader(at: offset)

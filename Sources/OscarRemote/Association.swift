@@ -230,17 +230,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// message leaves in the buffer it was encoded into (with at most a
     /// chunk of other frames ahead of its body).
     private func takeForLargeLane(from start: Int, size: Int) -> (buffer: [UInt8], bodyStart: Int)? {
-        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
-            removeFrames(.ordinary, from: start)
-            return nil
-        }
-        guard start < LargeMessageLane.chunkBytes, start < size else {
-            defer { removeFrames(.ordinary, from: start) }
-            return (Array(outbound[(start + 4)...]), 0)
-        }
+        defer { removeFrames(.ordinary, from: start) }  // after the swap below, a no-op but for its bookkeeping
+        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else { return nil }
+        guard start < LargeMessageLane.chunkBytes, start < size else { return (Array(outbound[(start + 4)...]), 0) }
         var taken = Array(outbound[..<start])
         swap(&taken, &outbound)
-        eagerRefusedAt = min(eagerRefusedAt, start)
         return (taken, start + 4)
     }
 

@@ -32,7 +32,7 @@ struct LargeMessageLane {
         var bodyCount: Int { buffer.count - bodyStart }
         /// Whose order it keeps (nil for a reply, which has no recipient).
         var recipient: String?
-        /// Bytes of `body` already sent in chunks.
+        /// Bytes of the body already sent in chunks.
         var sent = 0
         /// A frame that fits one frame: it queued here only to keep its
         /// place behind a large message to the same recipient.

@@ -35,8 +35,7 @@ final class RemoteTarget: MessageTarget {
     }
 
     package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
-        let bytes = payload.copiedBytes
-        send(manifest: manifest.utf8Text, reply: reply) { $0.append(contentsOf: bytes) }
+        send(manifest: manifest.utf8Text, reply: reply) { payload.append(to: &$0) }
     }
 
     /// Encodes a whole frame here and hands it to the association, on its

@@ -79,17 +79,6 @@ package struct WireEnvelope {
 
     /// Appends one whole frame (length prefix included) to `out`.
     /// `payload` writes the CBOR payload in place; the length is patched after.
-    /// Writes `correlation` into the frame at `start` of `out`, one that
-    /// `append` wrote with correlation 0 (a frame encoded off the loop that
-    /// assigns correlations). A kind without one is left as it is.
-    package static func setCorrelation(_ correlation: UInt64, kind: WireKind, in out: inout [UInt8], frameAt start: Int)
-    {
-        guard hasCorrelation(kind) else { return }
-        for (i, shift) in stride(from: 56, through: 0, by: -8).enumerated() {
-            out[start + 6 + i] = UInt8(truncatingIfNeeded: correlation >> UInt64(shift))
-        }
-    }
-
     package static func append<E: Error>(
         to out: inout [UInt8], kind: WireKind, correlation: UInt64 = 0, recipient: String = "", sender: String? = nil,
         manifest: String = "", payload: (inout [UInt8]) throws(E) -> Void
@@ -97,9 +86,8 @@ package struct WireEnvelope {
         let start = out.count
         out.append(contentsOf: [0, 0, 0, 0, kind.rawValue, sender == nil ? 0 : hasSender])
         if hasCorrelation(kind) {
-            for shift in stride(from: 56, through: 0, by: -8) {
-                out.append(UInt8(truncatingIfNeeded: correlation >> UInt64(shift)))
-            }
+            out.append(contentsOf: repeatElement(0, count: 8))
+            setCorrelation(correlation, kind: kind, in: &out, frameAt: start)
         }
         func string(_ s: String) {
             var s = s
@@ -124,6 +112,17 @@ package struct WireEnvelope {
         out[start + 1] = UInt8(truncatingIfNeeded: length >> 16)
         out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)
         out[start + 3] = UInt8(truncatingIfNeeded: length)
+    }
+
+    /// Writes `correlation` into the frame at `start` of `out`, whose place
+    /// `append` made (with correlation 0 for a frame encoded off the loop
+    /// that assigns correlations). A kind without one is left as it is.
+    package static func setCorrelation(_ correlation: UInt64, kind: WireKind, in out: inout [UInt8], frameAt start: Int)
+    {
+        guard hasCorrelation(kind) else { return }
+        for (i, shift) in stride(from: 56, through: 0, by: -8).enumerated() {
+            out[start + 6 + i] = UInt8(truncatingIfNeeded: correlation >> UInt64(shift))
+        }
     }
 }
 

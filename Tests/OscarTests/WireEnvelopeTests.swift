@@ -5,8 +5,9 @@ import Testing
 
 @Suite(.timeLimit(.minutes(1))) struct WireEnvelopeTests {
     /// A frame encoded off the loop with correlation 0 and given its
-    /// correlation there is the frame the loop would have encoded, whatever
-    /// the kind, correlation, names, payload, and where in the batch it sits.
+    /// correlation there is the frame the loop would have encoded, and the
+    /// parser reads it back, whatever the kind, correlation, names, payload,
+    /// and where in the batch it sits.
     @Test func aCorrelationSetLaterGivesTheSameFrame() {
         var random = SplitMix64(seed: 20_261_203)
         let kinds: [WireKind] = [.tell, .ask, .reply, .failure]
@@ -29,6 +30,17 @@ import Testing
             }
             WireEnvelope.setCorrelation(correlation, kind: kind, in: &later, frameAt: before.count)
             #expect(later == direct, "\(kind) \(correlation)")
+            // And the parser, which reads the header on its own, reads the
+            // frame back as written.
+            let body = Array(later[(before.count + 4)...])
+            let parsed = body.withUnsafeBytes { try? WireEnvelope.parse($0) }
+            #expect(parsed?.kind == kind)
+            #expect(parsed?.correlation == (WireEnvelope.hasCorrelation(kind) ? correlation : 0))
+            #expect(parsed.map { Array(body[$0.payload]) } == payload)
+            if WireEnvelope.hasRecipient(kind) {
+                #expect(parsed.map { Array(body[$0.recipient]) } == Array(recipient.utf8))
+                #expect(parsed.map { Array(body[$0.manifest]) } == Array(manifest.utf8))
+            }
         }
     }
 }
