@@ -46,6 +46,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     let localNode: NodeAddress
     package let ioLoop: EventLoop
     package unowned let system: ActorSystem
+    /// The system's, held here so that reading it per frame does not
+    /// retain the system (see `RegistryGeneration`).
+    let registryGeneration: RegistryGeneration
     package let stats: NodeStats
     /// The filter on every frame, when a test or chaos run installed one.
     package let frameFilter: (any FrameFilter)?
@@ -95,6 +98,7 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         // the end of this process.
         oscar_ignore_sigpipe()
         self.system = system
+        self.registryGeneration = system.registryGeneration
         self.stats = stats
         self.secret = Array(secret.utf8)
         self.settings = settings

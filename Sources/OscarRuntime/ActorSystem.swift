@@ -80,9 +80,8 @@ public final class ActorSystem: Sendable {
     /// Decodes messages from other nodes; refs inside them resolve here.
     package let decoder: CBORDecoder
     private let deadLetterCount = Atomic<Int>(0)
-    /// Bumped whenever a name is added or removed, so caches of name lookups
-    /// (the transport keeps one per connection) know when to look again.
-    package let registryGeneration = Atomic<Int>(0)
+    /// Bumped whenever a name is added or removed (see `RegistryGeneration`).
+    package let registryGeneration = RegistryGeneration()
 
     public init(
         settings: Settings = Settings(), services: ServiceLocator = ServiceLocator(),
@@ -167,7 +166,7 @@ public final class ActorSystem: Sendable {
         case let pool as ActorPool:
             pool.stopAll()
             _ = registry.withLock { $0.refs.removeValue(forKey: pool.address.path) }
-            registryGeneration.wrappingAdd(1, ordering: .releasing)
+            registryGeneration.bump()
         default: break
         }
     }
@@ -287,7 +286,7 @@ public final class ActorSystem: Sendable {
     /// Frees a path claimed with `claim(_:at:)`.
     package func release(_ path: String) {
         guard registry.withLock({ $0.refs.removeValue(forKey: path) }) != nil else { return }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
+        registryGeneration.bump()
     }
 
     /// Names `refs` in the registry, all or none (a name taken, or the
@@ -302,7 +301,7 @@ public final class ActorSystem: Sendable {
             for ref in refs { r.refs[ref.address.path] = ref }
             record(&r)
         }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
+        registryGeneration.bump()
     }
 
     private func addPool(
@@ -343,7 +342,7 @@ public final class ActorSystem: Sendable {
                 r.refs.removeValue(forKey: cell.address.path)
             }
         }
-        registryGeneration.wrappingAdd(1, ordering: .releasing)
+        registryGeneration.bump()
     }
 
     // MARK: - Dead letters
