@@ -55,6 +55,9 @@ allowed_files=(
   Sources/OscarCBOR/MapKey.swift
   Sources/OscarCBOR/UTF8Equality.swift
   Sources/OscarCBOR/BorrowedBytes.swift
+  # A reassembled message's buffer, which a large decoded Data keeps
+  # instead of copying.
+  Sources/OscarCBOR/LendableBuffer.swift
   # The direct call path for distributed actors: Swift runtime internals,
   # used only once a start-up check has passed (ClusterSystem.Settings.fastCallPath).
   Sources/OscarDistributed/TargetExecution.swift

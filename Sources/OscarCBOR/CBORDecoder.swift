@@ -283,9 +283,11 @@ package final class CBORDecoding: Decoder {
             // A definite-length string (what every encoder here writes) is
             // copied once, straight into the `Data`: through an array it was
             // copied twice, and a 16 MiB message held the loop that decoded it
-            // for twice as long.
-            let data = h.isIndefinite ? Data(try r.wholeString(h)) : Data(try r.stringBytes(h))
-            return data as! T  // T is Data: checked above
+            // for twice as long. A large one in a lent buffer (a reassembled
+            // message) is not copied at all.
+            if h.isIndefinite { return Data(try r.wholeString(h)) as! T }  // T is Data: checked above
+            let bytes = try r.stringBytes(h)
+            return (LendableBuffer.sharedData(bytes) ?? Data(bytes)) as! T
         }
         if T.self == Date.self {
             var r = reader(at: offset)

@@ -840,21 +840,18 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             data, first: first, maxMessageSize: transport.settings.maxMessageSize,
             reserve: transport.reserveReassembly)
         acknowledge(data.count - (first ? 4 : 0), on: conn)
-        let whole: [UInt8]
+        let whole: LendableBuffer
         switch outcome {
         case .partial: return
         case .whole(let body): whole = body
         case .refused(let length, let head): return refuseLarge(length: length, head: head, on: conn)
         }
         transport.releaseReassembly(whole.count)
-        guard let kind = whole.first.flatMap(WireKind.init(rawValue:)), kind != .chunk, kind != .chunkAck else {
+        guard let kind = whole.bytes.first.flatMap(WireKind.init(rawValue:)), kind != .chunk, kind != .chunkAck else {
             throw .malformedFrame("a chunked message that is itself a chunk")
         }
-        let failure = whole.withUnsafeBytes { bytes -> WireError? in
-            do throws(WireError) { try receive(bytes, on: conn) } catch { return error }
-            return nil
-        }
-        if let failure { throw failure }
+        // Lent: a large `Data` in the message keeps the buffer, uncopied.
+        try whole.lend { (bytes) throws(WireError) in try receive(bytes, on: conn) }
     }
 
     /// A message over this node's maximum size is skipped: an ask gets

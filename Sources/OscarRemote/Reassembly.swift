@@ -1,3 +1,5 @@
+import OscarCBOR
+
 /// The receiving side of the large-message lane on one connection: chunk
 /// frames in, the message's whole frame out once its last chunk is here.
 ///
@@ -8,7 +10,9 @@
 /// connections together at most the transport's reassembly bound
 /// (`reserve`).
 struct Reassembly {
-    private var body: [UInt8] = []
+    /// Lent to the decoders when whole, so a large `Data` in the message is
+    /// not copied out of it.
+    private var body: LendableBuffer?
     /// The declared length of the message being reassembled; 0 when none is.
     private(set) var expected = 0
     /// Chunks of a message were dropped (an injected blackhole): its later
@@ -20,11 +24,21 @@ struct Reassembly {
         /// The message is not whole yet (or its chunks are being skipped).
         case partial
         /// The message's frame body, whole.
-        case whole([UInt8])
+        case whole(LendableBuffer)
         /// A message over this node's maximum: its chunks are skipped.
         /// `head` is the start of its body (kind, flags, correlation), so an
         /// ask can be answered with `messageTooLarge`.
         case refused(length: Int, head: [UInt8])
+
+        /// Two whole messages are equal when their bytes are.
+        static func == (a: Outcome, b: Outcome) -> Bool {
+            switch (a, b) {
+            case (.partial, .partial): true
+            case (.whole(let x), .whole(let y)): x.bytes.elementsEqual(y.bytes)
+            case (.refused(let l, let h), .refused(let m, let i)): l == m && h == i
+            default: false
+            }
+        }
     }
 
     /// Takes one chunk frame's bytes after its kind and flags. `reserve`
@@ -49,17 +63,17 @@ struct Reassembly {
             guard reserve(length) else { throw .reassemblyFull(length) }
             expected = length
             skipping = false
-            body.reserveCapacity(length)
+            body = LendableBuffer(capacity: length)
             data = UnsafeRawBufferPointer(rebasing: chunk[4...])
         } else if expected == 0 {
             if skipping { return .partial }
             throw .malformedFrame("a chunk with no message arriving")
         }
-        guard data.count <= expected - body.count else {
+        guard let body, data.count <= body.room else {
             throw .malformedFrame("chunks run past the message's length of \(expected)")
         }
-        body.append(contentsOf: data)
-        guard body.count == expected else { return .partial }
+        body.append(data)
+        guard body.room == 0 else { return .partial }
         defer { self = Reassembly() }
         return .whole(body)
     }
