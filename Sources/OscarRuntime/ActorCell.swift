@@ -123,16 +123,39 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
 
     // MARK: - Delivery
 
-    @usableFromInline package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
-        if loop.inEventLoop, canHandOff() {
+    /// Inlinable, so that a sender's module specializes the hand-off for its
+    /// message type (`ActorRef.deliver`); what does not depend on the type
+    /// stays out of line.
+    @inlinable package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+        if let box = beginHandOff(reply: reply) {
             // Direct hand-off: the actor is idle and nothing waits before this
             // message, so handling it now is exactly what the mailbox would do next.
-            reply?.arm(on: loop)
-            handle(message, reply: reply)
-            loop.exitHandOff()
+            let outcome = ErasedMessage.lend(message) { box.receive($0, reply: reply, cell: self) }
+            endHandOff(outcome, manifest: { M.manifest }, reply: reply)
         } else {
-            enqueue(.message(message, reply: reply))
+            enqueue(message, reply: reply)
         }
+    }
+
+    /// Starts handling a message at once, when the actor can take it now:
+    /// returns its instance's box (and one hand-off level entered), or nil.
+    @usableFromInline func beginHandOff(reply: (any ReplyTarget)?) -> AnyReactorBox? {
+        guard loop.inEventLoop, canHandOff() else { return nil }
+        reply?.arm(on: loop)
+        return beginReaction()
+    }
+
+    /// Ends what `beginHandOff` began.
+    @usableFromInline func endHandOff(
+        _ outcome: ReactionOutcome?, manifest: () -> String, reply: (any ReplyTarget)?
+    ) {
+        endReaction(outcome, manifest: manifest(), reply: reply)
+        loop.exitHandOff()
+    }
+
+    /// The mailbox path, out of line.
+    @usableFromInline func enqueue<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
+        enqueue(.message(message, reply: reply))
     }
 
     /// Delivers a message that arrived from another node, still encoded. The

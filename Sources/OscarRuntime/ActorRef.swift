@@ -26,7 +26,7 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
             OscarLog.shared.info("dead letter: \(M.manifest) to \(address) (no such actor)")
             return
         }
-        target.deliver(message, reply: nil)
+        Self.deliver(message, to: target, reply: nil)
     }
 
     /// Sends a message and waits for its reply, or for a typed error: exactly
@@ -36,9 +36,23 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
         let outcome = await withUnsafeContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
-            target.deliver(message, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
+            Self.deliver(message, to: target, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
         }
         return try outcome.get()
+    }
+
+    /// Hands `message` to its target. An actor on this node takes it through
+    /// `ActorCell.deliver`, inlined here and so specialized in the sender's
+    /// module for the message's type: through the protocol it ran generically,
+    /// and the local tell (W4) was 6 % slower than before the module split
+    /// (13 points with this). A final class's cast is one pointer comparison.
+    @inlinable
+    static func deliver<M: Message>(_ message: M, to target: any MessageTarget, reply: (any ReplyTarget)?) {
+        if let cell = target as? ActorCell {
+            cell.deliver(message, reply: reply)
+        } else {
+            target.deliver(message, reply: reply)
+        }
     }
 
     /// Asks with a message known only by its manifest and CBOR value (the

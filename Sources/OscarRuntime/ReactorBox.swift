@@ -4,7 +4,7 @@ import OscarCBOR
 /// Holds one actor instance with its reaction table, and runs the reaction for
 /// a message whose type is known only at run time. The base class is the
 /// empty box: no instance and no reactions, so every message is unhandled.
-package class AnyReactorBox {
+@usableFromInline package class AnyReactorBox {
     /// How many messages the instance may stash (`Reactor.stashCapacity`).
     package var stashCapacity: Int { 0 }
     package func start(_ context: ActorContext) {}
@@ -12,7 +12,7 @@ package class AnyReactorBox {
     /// Runs the reaction for `message`. Returns `.suspended` when a future
     /// reaction was started; the cell is told when it finishes. Returns nil
     /// when the actor has no reaction for that type.
-    package func receive(
+    @usableFromInline package func receive(
         _ message: borrowing ErasedMessage, reply: (any ReplyTarget)?, cell: ActorCell
     ) -> ReactionOutcome? {
         nil
