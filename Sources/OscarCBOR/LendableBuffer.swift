@@ -11,10 +11,17 @@ import Synchronization
 /// the receiving loop for milliseconds, and every small message behind it
 /// waited (W2 under a large stream).
 ///
-/// Filled once (`append`), then only read: a `Data` over part of it never
-/// sees another writer. Two byte strings that would share bytes (a type
-/// that decodes one key twice) are not both shared: the second is copied,
-/// so a `Data` mutated in place never changes another.
+/// Filled once (`append`), then only read while it is lent: the buffer
+/// holds every `Data` it shared until `lend` returns, so a `Data` changed
+/// during the delivery (by a reaction, before the same bytes are decoded
+/// again) copies its bytes first. Two byte strings that would share bytes
+/// (a type that decodes one key twice) are not both shared: the second is
+/// copied, so a `Data` changed in place later never changes another.
+///
+/// Memory: a shared `Data` keeps the whole buffer, and the transport stops
+/// counting it against its reassembly bound once the message is delivered.
+/// So a string is shared only when it is at least half of the buffer: a
+/// kept `Data` never holds more than twice its own size.
 package final class LendableBuffer: @unchecked Sendable {
     /// Byte strings shorter than this are copied, as before: sharing pays
     /// only where a copy costs more than a lock and a `Data`'s own storage.
@@ -23,8 +30,9 @@ package final class LendableBuffer: @unchecked Sendable {
     private let storage: UnsafeMutableRawBufferPointer
     /// How many bytes `append` has written.
     package private(set) var count = 0
-    /// The byte ranges already shared (offsets into `storage`).
-    private let shared = Mutex<[Range<Int>]>([])
+    /// The byte ranges already shared (offsets into `storage`), and the
+    /// `Data` values sharing them while the buffer is lent.
+    private let shared = Mutex<(ranges: [Range<Int>], held: [Data])>(([], []))
 
     /// A buffer for exactly `capacity` bytes.
     package init(capacity: Int) {
@@ -47,11 +55,17 @@ package final class LendableBuffer: @unchecked Sendable {
         count += chunk.count
     }
 
-    /// Runs `body` with the bytes, lent to every decode on this thread that
-    /// reads them until `body` returns.
+    /// Runs `body` with the bytes, lent until `body` returns to every decode
+    /// that reads them. (Only the thread delivering the message has their
+    /// address; the registry is shared because any loop may be delivering.)
     package func lend<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         Self.lent.withLock { $0.append(self) }
-        defer { Self.lent.withLock { lent in lent.removeAll { $0 === self } } }
+        defer {
+            Self.lent.withLock { lent in lent.removeAll { $0 === self } }
+            // No longer held here: a `Data` the message kept is now the only
+            // owner of its storage and may change it in place.
+            shared.withLock { $0.held.removeAll() }
+        }
         return try body(bytes)
     }
 
@@ -70,17 +84,17 @@ package final class LendableBuffer: @unchecked Sendable {
                 return start >= base && start + bytes.count <= base + buffer.count
             }
         }
-        guard let owner else { return nil }
+        guard let owner, bytes.count * 2 >= owner.count else { return nil }
         let offset = start - UnsafeRawPointer(owner.storage.baseAddress!)
         let range = offset..<offset + bytes.count
-        let claimed = owner.shared.withLock { shared in
-            guard !shared.contains(where: { $0.overlaps(range) }) else { return false }
-            shared.append(range)
-            return true
+        return owner.shared.withLock { shared -> Data? in
+            guard !shared.ranges.contains(where: { $0.overlaps(range) }) else { return nil }
+            let data = Data(
+                bytesNoCopy: owner.storage.baseAddress! + offset, count: bytes.count,
+                deallocator: .custom { _, _ in withExtendedLifetime(owner) {} })
+            shared.ranges.append(range)
+            shared.held.append(data)
+            return data
         }
-        guard claimed else { return nil }
-        return Data(
-            bytesNoCopy: owner.storage.baseAddress! + offset, count: bytes.count,
-            deallocator: .custom { _, _ in withExtendedLifetime(owner) {} })
     }
 }

@@ -473,7 +473,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 flush(to: connection, endOfTurn: false)
                 if outboundHead < outbound.count { eagerRefusedAt = outbound.count }
             }
-            if outboundHead < outbound.count || !control.isEmpty || !large.isEmpty { scheduleFlush() }
+            // A grown step is reset at the end of the turn (`run`), even when
+            // the mid-turn writes left nothing to flush.
+            if outboundHead < outbound.count || !control.isEmpty || !large.isEmpty
+                || eagerStep != Self.eagerFlushBytes
+            {
+                scheduleFlush()
+            }
         } else if connecting == nil {
             connect()
         }

@@ -162,10 +162,9 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// bytes are only borrowed: they are decoded in place when the actor can
     /// take the message now, and copied into the mailbox otherwise.
     @usableFromInline package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
-        if loop.inEventLoop, canHandOff() {
-            reply?.arm(on: loop)
-            handleEncoded(manifest: manifest, payload: payload, reply: reply)
-            loop.exitHandOff()
+        if let box = beginHandOff(reply: reply) {
+            let outcome = box.receive(manifest: manifest, payload: payload, reply: reply, cell: self)
+            endHandOff(outcome, manifest: { manifest.utf8Text }, reply: reply)
         } else {
             enqueue(.encoded(manifest: manifest.copiedBytes, payload: payload.copiedBytes, reply: reply))
         }
