@@ -13,8 +13,9 @@ struct Reassembly {
     /// Lent to the decoders when whole, so a large `Data` in the message is
     /// not copied out of it.
     private var body: LendableBuffer?
-    /// The declared length of the message being reassembled; 0 when none is.
-    private(set) var expected = 0
+    /// The declared length of the message being reassembled (its buffer is
+    /// made for exactly that much); 0 when none is.
+    private var expected: Int { body.map { $0.count + $0.room } ?? 0 }
     /// Chunks of a message were dropped (an injected blackhole): its later
     /// chunks are ignored, up to the next first chunk.
     private var skipping = false
@@ -61,7 +62,6 @@ struct Reassembly {
             }
             guard length > 0 else { throw .malformedFrame("a chunked message of 0 bytes") }
             guard reserve(length) else { throw .reassemblyFull(length) }
-            expected = length
             skipping = false
             body = LendableBuffer(capacity: length)
             data = UnsafeRawBufferPointer(rebasing: chunk[4...])

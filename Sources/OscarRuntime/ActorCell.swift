@@ -140,9 +140,17 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// Starts handling a message at once, when the actor can take it now:
     /// returns its instance's box (and one hand-off level entered), or nil.
     @usableFromInline func beginHandOff(reply: (any ReplyTarget)?) -> AnyReactorBox? {
-        guard loop.inEventLoop, canHandOff() else { return nil }
+        enterHandOff(reply: reply) ? beginReaction() : nil
+    }
+
+    /// True (one hand-off level entered, the reply armed) when a message
+    /// may be handled at once on this thread: the actor is idle and nothing
+    /// waits before it. The caller must then `exitHandOff`.
+    private func enterHandOff(reply: (any ReplyTarget)?) -> Bool {
+        guard loop.inEventLoop, status == .idle, local.isEmpty, loop.enterHandOff(limit: Self.maxHandOffDepth)
+        else { return false }
         reply?.arm(on: loop)
-        return beginReaction()
+        return true
     }
 
     /// Ends what `beginHandOff` began.
@@ -162,19 +170,12 @@ package final class ActorCell: Watchable, LoopRunnable, @unchecked Sendable {
     /// bytes are only borrowed: they are decoded in place when the actor can
     /// take the message now, and copied into the mailbox otherwise.
     @usableFromInline package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
-        if let box = beginHandOff(reply: reply) {
-            let outcome = box.receive(manifest: manifest, payload: payload, reply: reply, cell: self)
-            endHandOff(outcome, manifest: { manifest.utf8Text }, reply: reply)
+        if enterHandOff(reply: reply) {
+            handleEncoded(manifest: manifest, payload: payload, reply: reply)
+            loop.exitHandOff()
         } else {
             enqueue(.encoded(manifest: manifest.copiedBytes, payload: payload.copiedBytes, reply: reply))
         }
-    }
-
-    /// True (and one hand-off level entered) when a message may be handled at
-    /// once on this thread; the caller must then `exitHandOff`.
-    @inline(__always)
-    private func canHandOff() -> Bool {
-        status == .idle && local.isEmpty && loop.enterHandOff(limit: Self.maxHandOffDepth)
     }
 
     private func enqueue(_ entry: MailboxEntry) {
