@@ -155,13 +155,14 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
 
     /// Accepts and at once closes a connection over a limit, so it neither
     /// waits in the kernel's backlog nor holds a descriptor; logged (see `refusals`)
-    /// and counted.
+    /// and counted. Counted before the close: the peer sees the close, and
+    /// whoever it tells must find the refusal already counted.
     private func refuse(from server: UnsafeMutablePointer<uv_stream_t>) {
+        stats.add(.connectionsRefused)
         let tcp = UVHandle.allocate(uv_tcp_t.self, on: ioLoop)
         uv_tcp_init(ioLoop.uvLoopPointer, tcp)
         _ = uv_accept(server, UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_stream_t.self))
         UVHandle.close(tcp)
-        stats.add(.connectionsRefused)
         refusals.note(
             "refused a connection: \(inbound) inbound open (limit \(settings.maxInboundConnections)), \(handshaking) in their handshake (limit \(settings.maxHandshakingConnections))"
         )
