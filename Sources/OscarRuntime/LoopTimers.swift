@@ -90,33 +90,38 @@ struct TimerHeap {
         return all
     }
 
+    // Both sifts work through a mutable span: through the array's subscript
+    // every slot update retained and released its entry, half the cost of
+    // a reply's removal (W3 removes the root once per ask).
     private mutating func siftUp(_ start: Int) {
+        var heap = slots.mutableSpan
         var child = start
         while child > 0 {
             let parent = (child - 1) / 2
-            guard slots[child].deadline < slots[parent].deadline else { return }
-            swapAt(child, parent)
+            guard heap[child].deadline < heap[parent].deadline else { return }
+            Self.swap(&heap, child, parent)
             child = parent
         }
     }
 
     private mutating func siftDown(_ start: Int) {
+        var heap = slots.mutableSpan
         var parent = start
         while true {
             let left = 2 * parent + 1
-            guard left < slots.count else { return }
+            guard left < heap.count else { return }
             var smallest = left
             let right = left + 1
-            if right < slots.count, slots[right].deadline < slots[left].deadline { smallest = right }
-            guard slots[smallest].deadline < slots[parent].deadline else { return }
-            swapAt(parent, smallest)
+            if right < heap.count, heap[right].deadline < heap[left].deadline { smallest = right }
+            guard heap[smallest].deadline < heap[parent].deadline else { return }
+            Self.swap(&heap, parent, smallest)
             parent = smallest
         }
     }
 
-    private mutating func swapAt(_ a: Int, _ b: Int) {
-        slots.swapAt(a, b)
-        slots[a].entry.timerSlot = a
-        slots[b].entry.timerSlot = b
+    private static func swap(_ heap: inout MutableSpan<Slot>, _ a: Int, _ b: Int) {
+        heap.swapAt(a, b)
+        heap[a].entry.timerSlot = a
+        heap[b].entry.timerSlot = b
     }
 }
