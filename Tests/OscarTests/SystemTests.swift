@@ -1,3 +1,4 @@
+import Foundation
 import Oscar
 import OscarTestSupport
 import Synchronization
@@ -248,6 +249,62 @@ extension SystemTests {
         system.shutdown()
         gate.open()  // the loop is gone; the reaction must still be able to end
         #expect(await eventually { freed.count == 1 })
+    }
+
+    /// The coverage the test above gave up: an ask whose reaction is still
+    /// running when its system shuts down completes (the reply, or
+    /// `stopped`) rather than waiting out its timeout. The test's own task
+    /// asks; the shutdown and the gate's opening run on a thread of their
+    /// own, started by the reaction, so nothing here waits for a second
+    /// cooperative thread.
+    @Test func anAskWhoseReactionOutlivesTheShutdownCompletesWithoutItsTimeout() async throws {
+        let gate = Gate()
+        let freed = Tally()
+        let system = ActorSystem(settings: .init(loopCount: 1))
+        let held = try system.spawn("held") {
+            // Unowned, not strong: the actor must not keep its system alive
+            // (the test holds it until the end).
+            ShutsDownWhileHeld(gate: gate, freed: freed) { [unowned system] in
+                Thread {
+                    system.shutdown()
+                    gate.open()
+                }.start()
+            }
+        }
+        let outcome: Result<Done, AskError> = await {
+            do throws(AskError) {
+                return .success(try await held.ask(Hold(), timeout: .seconds(30)))
+            } catch { return .failure(error) }
+        }()
+        switch outcome {
+        case .success, .failure(.stopped): break  // stopped when the shutdown wins, as here so far
+        case .failure(let error): Issue.record("the ask ended with \(error)")  // a timeout: it was lost
+        }
+        #expect(await eventually { freed.count == 1 })
+        withExtendedLifetime(system) {}
+    }
+}
+
+/// Starts its system's shutdown from inside a reaction, then waits on a gate
+/// the shutdown opens.
+final class ShutsDownWhileHeld: Reactor {
+    let gate: Gate
+    let freed: Tally
+    let startShutdown: @Sendable () -> Void
+    init(gate: Gate, freed: Tally, startShutdown: @escaping @Sendable () -> Void) {
+        self.gate = gate
+        self.freed = freed
+        self.startShutdown = startShutdown
+    }
+    deinit { freed.increment() }
+    static func reactions(_ r: inout Reactions<ShutsDownWhileHeld>) {
+        r.on(
+            Hold.self,
+            future: { me, _ in
+                me.startShutdown()
+                await me.gate.wait()
+                return Done()
+            })
     }
 }
 
