@@ -220,15 +220,19 @@ final class Tracked: Reactor {
 final class HeldAtShutdown: Reactor {
     let gate: Gate
     let freed: Tally
-    init(gate: Gate, freed: Tally) {
+    /// Called as the reaction starts, before it waits on the gate.
+    let onStart: @Sendable () -> Void
+    init(gate: Gate, freed: Tally, onStart: @escaping @Sendable () -> Void = {}) {
         self.gate = gate
         self.freed = freed
+        self.onStart = onStart
     }
     deinit { freed.increment() }
     static func reactions(_ r: inout Reactions<HeldAtShutdown>) {
         r.on(
             Hold.self,
             future: { me, _ in
+                me.onStart()
                 await me.gate.wait()
                 return Done()
             })
@@ -264,7 +268,7 @@ extension SystemTests {
         let held = try system.spawn("held") {
             // Unowned, not strong: the actor must not keep its system alive
             // (the test holds it until the end).
-            ShutsDownWhileHeld(gate: gate, freed: freed) { [unowned system] in
+            HeldAtShutdown(gate: gate, freed: freed) { [unowned system] in
                 Thread {
                     system.shutdown()
                     gate.open()
@@ -282,29 +286,6 @@ extension SystemTests {
         }
         #expect(await eventually { freed.count == 1 })
         withExtendedLifetime(system) {}
-    }
-}
-
-/// Starts its system's shutdown from inside a reaction, then waits on a gate
-/// the shutdown opens.
-final class ShutsDownWhileHeld: Reactor {
-    let gate: Gate
-    let freed: Tally
-    let startShutdown: @Sendable () -> Void
-    init(gate: Gate, freed: Tally, startShutdown: @escaping @Sendable () -> Void) {
-        self.gate = gate
-        self.freed = freed
-        self.startShutdown = startShutdown
-    }
-    deinit { freed.increment() }
-    static func reactions(_ r: inout Reactions<ShutsDownWhileHeld>) {
-        r.on(
-            Hold.self,
-            future: { me, _ in
-                me.startShutdown()
-                await me.gate.wait()
-                return Done()
-            })
     }
 }
 
