@@ -21,7 +21,7 @@ struct Reassembly {
     private var skipping = false
 
     /// What a chunk did.
-    enum Outcome: Equatable {
+    enum Outcome {
         /// The message is not whole yet (or its chunks are being skipped).
         case partial
         /// The message's frame body, whole.
@@ -30,16 +30,6 @@ struct Reassembly {
         /// `head` is the start of its body (kind, flags, correlation), so an
         /// ask can be answered with `messageTooLarge`.
         case refused(length: Int, head: [UInt8])
-
-        /// Two whole messages are equal when their bytes are.
-        static func == (a: Outcome, b: Outcome) -> Bool {
-            switch (a, b) {
-            case (.partial, .partial): true
-            case (.whole(let x), .whole(let y)): x.bytes.elementsEqual(y.bytes)
-            case (.refused(let l, let h), .refused(let m, let i)): l == m && h == i
-            default: false
-            }
-        }
     }
 
     /// Takes one chunk frame's bytes after its kind and flags. `reserve`

@@ -171,3 +171,15 @@ import Testing
         }
     }
 }
+
+/// The tests compare outcomes; two whole messages are equal when their bytes are.
+extension Reassembly.Outcome: Equatable {
+    public static func == (a: Self, b: Self) -> Bool {
+        switch (a, b) {
+        case (.partial, .partial): true
+        case (.whole(let x), .whole(let y)): x.bytes.elementsEqual(y.bytes)
+        case (.refused(let l, let h), .refused(let m, let i)): l == m && h == i
+        default: false
+        }
+    }
+}
