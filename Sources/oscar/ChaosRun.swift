@@ -157,7 +157,7 @@ final class ChaosRun {
         print("healed everything; waiting for the cluster to converge")
         let bound = checker.settings.convergenceBound
         healedAt = nil
-        if let took = await awaitConvergence(within: bound) {
+        if let took = await awaitConvergence(within: bound, restarting: true) {
             record(.converged, node: "cluster", value: Int(took.nanoseconds / 1_000_000))
             print("converged \(String(format1: took.inSeconds)) s after the final heal")
         } else {
@@ -332,7 +332,13 @@ final class ChaosRun {
         record(.heal, node: "cluster")
         healedAt = ContinuousClock().now
         lastAgreementCheck = nil
-        for i in nodes.indices where nodes[i].pid == nil && (final || !nodes[i].heldDown) { start(i) }
+        startExited(includingHeldDown: final)
+    }
+
+    /// Starts the nodes whose process has exited, as a supervisor would;
+    /// those the plan stopped only with `includingHeldDown`.
+    private func startExited(includingHeldDown: Bool) {
+        for i in nodes.indices where nodes[i].pid == nil && (includingHeldDown || !nodes[i].heldDown) { start(i) }
     }
 
     /// Sends a fault command to node `i`'s management endpoint, signed with
@@ -358,11 +364,18 @@ final class ChaosRun {
 
     /// Waits until every running node sees exactly the running nodes, all
     /// up and reachable; how long that took, or nil after `bound`.
-    private func awaitConvergence(within bound: Duration) async -> Duration? {
+    ///
+    /// With `restarting`, a node that exits meanwhile is started again, as
+    /// its supervisor would start it: after the final heal, a cluster whose
+    /// every side downed itself (DOWNING.md, "What it costs") recovers only
+    /// through restarts, and nodes that had just rejoined it stay joining
+    /// until the new incarnations of its members replace the old ones.
+    private func awaitConvergence(within bound: Duration, restarting: Bool = false) async -> Duration? {
         let clock = ContinuousClock()
         let start = clock.now
         while clock.now - start < bound {
             reap()
+            if restarting { startExited(includingHeldDown: true) }
             sampleMemory()
             if agreed() { return clock.now - start }
             try? await Task.sleep(for: .milliseconds(200))  // the next poll
