@@ -146,6 +146,17 @@ extension ClusterNode {
                 return 1
             }
             OscarLog.shared.setPrefix("[\(node.address)]")
+            // Everything that can end the node arrives on one stream: a
+            // signal, membership removing it, or the bound on a leave.
+            let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
+            // Before the banner: whoever waits for "listening on" may signal
+            // at once, and a SIGUSR1 that came first was lost (or, before
+            // the handler, ended the node).
+            if handlesSignals {
+                ProcessControl.onSignals([SIGINT, SIGTERM, SIGHUP]) { wake.yield(.signal($0)) }
+                // On a dispatch queue, off the node's loops: the reload reads files.
+                ProcessControl.onSignals([SIGUSR1]) { _ in reloadTLS(node) }
+            }
             let loops = config.loops
             print(
                 "\(name) listening on oscar://\(node.address) (uid \(node.address.uid), \(loops) loop\(loops == 1 ? "" : "s"))"
@@ -160,19 +171,11 @@ extension ClusterNode {
             } else {
                 print("joining through \(config.seeds.map(\.description).joined(separator: ", "))")
             }
-            // Everything that can end the node arrives on one stream: a
-            // signal, membership removing it, or the bound on a leave.
-            let (wakeups, wake) = AsyncStream<Wakeup>.makeStream()
             let removed = self.removed
             node.onRemoved { reason in
                 removed(reason)
                 OscarLog.shared.warning("leaving the cluster: \(reason)")
                 wake.yield(.removed)
-            }
-            if handlesSignals {
-                ProcessControl.onSignals([SIGINT, SIGTERM, SIGHUP]) { wake.yield(.signal($0)) }
-                // On a dispatch queue, off the node's loops: the reload reads files.
-                ProcessControl.onSignals([SIGUSR1]) { _ in reloadTLS(node) }
             }
             do {
                 try await started(node)
