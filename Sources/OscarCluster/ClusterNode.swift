@@ -288,9 +288,15 @@ public final class ClusterNode: Sendable {
         }
         _ = try? system.spawn(path: DeathWatch.path, on: transport.ioLoop) { DeathWatch() }
         // A fresh system: the path is free.
-        _ = try? system.spawn(path: MembershipShell.path, on: transport.ioLoop) {
-            MembershipShell(
-                me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub, stats: stats)
+        if let membershipShell = try? system.spawn(
+            path: MembershipShell.path, on: transport.ioLoop,
+            {
+                MembershipShell(
+                    me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub,
+                    stats: stats)
+            })
+        {
+            transport.onIncarnationGone { membershipShell.tell(MembershipShell.Gone(uid: $0.uid)) }
         }
         if let httpPort = settings.httpPort {
             let secret = transport.secret

@@ -38,6 +38,11 @@ final class MembershipShell: Reactor {
     }
 
     struct Tick: Message {}
+    /// From the transport: the process of this incarnation is gone
+    /// (`Transport.onIncarnationGone`).
+    struct Gone: Message {
+        var uid: UInt64
+    }
     struct Leave: Message {}
     /// An operator downs the member at this address (whichever incarnation
     /// is current); replies whether there was such a member.
@@ -97,6 +102,7 @@ final class MembershipShell: Reactor {
                 me.apply(.tick(now: me.now))
             })
         r.on(Leave.self, do: { me, _ in me.apply(.leave) })
+        r.on(Gone.self, do: { me, m in me.apply(.incarnationGone(m.uid)) })
         r.on(
             Down.self,
             result: { me, m in

@@ -42,6 +42,8 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var stableAfter = Duration.seconds(5)
     public var decideWhenUnstableAfter = Duration.seconds(4)
     public var removalMargin = Duration.seconds(8)
+    /// `MembershipSettings.removesRefusingMembers`.
+    public var removeRefusing = true
     /// The most members the cluster may grow to; above 1,000 the downing
     /// windows widen (`MembershipSettings.scaled(toClusterSize:)`). Nil:
     /// as set.
@@ -204,6 +206,7 @@ package struct NodeConfiguration: Sendable, Equatable {
         m.stableAfter = stableAfter.inSeconds
         m.decideWhenUnstableAfter = decideWhenUnstableAfter.inSeconds
         m.removalMargin = removalMargin.inSeconds
+        m.removesRefusingMembers = removeRefusing
         return clusterSize.map { m.scaled(toClusterSize: $0) } ?? m
     }
 
@@ -340,6 +343,18 @@ package struct NodeConfiguration: Sendable, Equatable {
             c.removalMargin = try duration(t)
         } show: {
             DurationText.format($0.removalMargin)
+        },
+        Key(
+            name: "remove-refusing",
+            help:
+                "remove a downed member at once when its address refuses connections (its process is gone); false where a firewall rejects rather than drops"
+        ) { c, t throws(Reason) in
+            guard let value = ["true": true, "false": false][t] else {
+                throw Reason(text: "must be true or false; not '\(t)'")
+            }
+            c.removeRefusing = value
+        } show: {
+            "\($0.removeRefusing)"
         },
         Key(
             name: "cluster-size",

@@ -28,6 +28,14 @@ public struct MembershipSettings: Sendable, Hashable {
     /// the downed side may still take to down itself: at most
     /// `decideWhenUnstableAfter` plus the detectors' skew. Default 8 s.
     public var removalMargin: Double = 8
+    /// Whether a downed member whose address refuses connections, where
+    /// this node had reached it, is removed at once instead of after
+    /// `removalMargin`: nothing listens there, so its process is gone and
+    /// needs no time to down itself. Default true. Turn it off where a
+    /// firewall *rejects* a partition's traffic (a TCP reset, an ICMP port
+    /// unreachable) rather than dropping it: that makes a member that still
+    /// runs look gone.
+    public var removesRefusingMembers = true
     /// A node that finds it did not tick for this long (it was frozen:
     /// SIGSTOP, a stalled machine) downs itself on its next tick; nil,
     /// the default, means `removalMargin`. Longer than that is unsafe:

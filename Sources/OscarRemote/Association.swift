@@ -707,6 +707,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     package func lost(_ conn: Connection, reason: String, rejected: Bool = false) {
         if conn === connecting { connecting = nil }
         guard conn === connection || connection == nil else { return }
+        // This address was reached before, by incarnation `peerUID`, no
+        // connection to it is open, and now nothing listens on it: a node
+        // listens on its address from before its first connection until it
+        // stops, so that process is gone.
+        if conn.refusedByPeer, peerUID != 0, connection == nil {
+            transport.incarnationGone(NodeAddress(host: node.host, port: node.port, uid: peerUID))
+        }
         let wasEstablished = conn === connection
         connection = nil
         if wasEstablished {

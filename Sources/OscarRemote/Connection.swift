@@ -42,6 +42,10 @@ package final class Connection: @unchecked Sendable {
     /// The large message arriving on this connection, if one is
     /// (see `Association.receive`).
     var reassembly = Reassembly()
+    /// The dial was refused (ECONNREFUSED): the peer's host answered that
+    /// nothing listens on the port. A silent network (a partition, a frozen
+    /// process, a host that is down) makes a dial time out instead.
+    private(set) var refusedByPeer = false
     /// Set when this side closed deliberately (a tie-break, say), so the close
     /// is not reported as a failure.
     var closeReason = ""
@@ -125,6 +129,7 @@ package final class Connection: @unchecked Sendable {
     fileprivate func connected(status: Int32) {
         guard state == .connecting else { return }
         guard status == 0 else {
+            refusedByPeer = status == Int32(UV_ECONNREFUSED.rawValue)
             close("connect failed: \(String(cString: uv_strerror(status)))")
             return
         }

@@ -229,6 +229,22 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
 
     func releaseReassembly(_ bytes: Int) { reassembling -= bytes }
 
+    /// Who hears that an incarnation is gone (`onIncarnationGone`).
+    private let goneListeners = Mutex<[@Sendable (NodeAddress) -> Void]>([])
+
+    /// Calls `body`, on the I/O loop, with an incarnation this node had
+    /// connected with whose address now refuses connections: evidence that
+    /// its process has stopped, which membership uses to remove it without
+    /// waiting out the removal margin (docs/DOWNING.md). A partition or a
+    /// frozen process never produces it: their dials time out.
+    package func onIncarnationGone(_ body: @escaping @Sendable (NodeAddress) -> Void) {
+        goneListeners.withLock { $0.append(body) }
+    }
+
+    func incarnationGone(_ node: NodeAddress) {
+        for listen in goneListeners.withLock({ $0 }) { listen(node) }
+    }
+
     /// Connections made outbound are tracked too, so shutdown closes them.
     func track(_ conn: Connection) { connections[ObjectIdentifier(conn)] = conn }
 

@@ -318,6 +318,17 @@ public struct ClusterSimulator: Sendable {
         guard j >= 0, j < states.count else { return }
         messagesSent += 1
         if !blocked.isEmpty, blocked.contains(Link(from: i, to: j)) { return }
+        if address.uid != 0, address.uid == states[j].me.uid, killed.contains(j) || states[j].stopped,
+            !blocked.contains(Link(from: j, to: i))
+        {
+            // Nothing listens at a stopped process's address: the dial is
+            // refused, one round trip later (`Transport.onIncarnationGone`).
+            // A frozen node's kernel still accepts, and a cut link is silent.
+            // No random draw, so runs without kills replay as before.
+            let gone = MembershipCore.Action.incarnationGone(address.uid)
+            schedule(Event(at: now + 2 * settings.latency, sequence: 0, node: i, action: gone))
+            return
+        }
         if uniform() < loss { return }
         let delay = settings.latency + (uniform() * 2 - 1) * settings.jitter
         schedule(Event(at: now + max(0, delay), sequence: 0, node: j, action: action))

@@ -74,12 +74,62 @@ import Testing
             &sim, until: { s in survivors.allSatisfy { s.view($0).members[victim]?.status == .removed } },
             limit: killedAt + 30)
         #expect(removedAt != nil)
-        // Detection, the stable window, then the removal margin that lets a
-        // downed side down itself first.
+        // Detection and the stable window: no removal margin, since the
+        // leader's dial to the dead member's address is refused.
         let settings = sim.settings.core
-        let bound = 3 + settings.stableAfter + settings.removalMargin + 1
+        let bound = 3 + settings.stableAfter + 2
         if let t = removedAt { #expect(t - killedAt < bound, "removed after \(t - killedAt) s") }
         #expect(allUp(sim, survivors, count: 4))
+    }
+
+    /// A member whose address refuses connections is gone, and is removed
+    /// as soon as it is down; one that is cut off but runs is not, and
+    /// waits out the removal margin, which gives it the time to down itself
+    /// (docs/DOWNING.md). So does a killed one where the setting is off.
+    /// Random cluster sizes, victims and times.
+    @Test func aKilledMemberGoesWithoutTheRemovalMarginAndACutOffOneWaitsItOut() async {
+        for seed in UInt64(1)...12 {
+            var random = SplitMix64(seed: seed)
+            let n = 5 + Int(random.next() % 5)
+            let cutOff = seed % 2 == 0
+            var settings = ClusterSimulator.Settings(nodes: n, seed: seed)
+            settings.core.removesRefusingMembers = seed % 4 != 1
+            let waits = cutOff || !settings.core.removesRefusingMembers
+            var sim = ClusterSimulator(settings: settings)
+            guard await advance(&sim, until: { allUp($0, Array(0..<n), count: n) }, limit: 40) != nil else {
+                Issue.record("seed \(seed): no cluster")
+                continue
+            }
+            await advance(&sim, to: sim.now + Double(random.next() % 20) / 10)
+            let victim = 1 + Int(random.next() % UInt64(n - 1))  // node 0 is the leader
+            let uid = sim.uid(of: victim)
+            let others = (0..<n).filter { $0 != victim }
+            let faultAt = sim.now
+            if cutOff { sim.partition([victim], others) } else { sim.kill(victim) }
+            let downAt = await advance(
+                &sim, until: { s in others.contains { s.view($0).members[uid]?.status == .down } }, limit: faultAt + 20)
+            let removedAt = await advance(
+                &sim, until: { s in others.allSatisfy { s.view($0).members[uid]?.status == .removed } },
+                limit: faultAt + 40)
+            guard let downAt, let removedAt else {
+                Issue.record(
+                    "seed \(seed), \(cutOff ? "cut off" : "killed"): down at \(String(describing: downAt)), removed at \(String(describing: removedAt))"
+                )
+                continue
+            }
+            let margin = sim.settings.core.removalMargin
+            if waits {
+                #expect(
+                    removedAt - downAt >= margin - 0.5, "seed \(seed): removed \(removedAt - downAt) s after its down")
+                #expect(sim.isDowned(victim), "seed \(seed): the cut-off member did not down itself")
+            } else {
+                #expect(
+                    removedAt - downAt <= 1.5,
+                    "seed \(seed): a dead member removed \(removedAt - downAt) s after its down")
+                #expect(removedAt - faultAt < 3 + sim.settings.core.stableAfter + 2, "seed \(seed)")
+            }
+            #expect(allUp(sim, others, count: n - 1), "seed \(seed): the others did not stay up")
+        }
     }
 
     /// The newest member killed the moment it is promoted, before it has
