@@ -33,7 +33,23 @@ one() {
   for _ in $(seq 200); do grep -q PORT "$work/port" && break; sleep 0.05; done
   local port
   port=$(sed -n 's/^PORT //p' "$work/port")
-  /usr/bin/time -f "%U %S" -o "$work/a.time" taskset -c 0 "$bin" bench "$w" --connect "$port" | awk '{print $2, $3}'
+  # B serves until A sends it `Stop`. If A fails, or B is still there 10 s
+  # after A ended, B is stopped here (the child of `time`), so that a build
+  # that crashes ends the sitting instead of hanging it.
+  if ! /usr/bin/time -f "%U %S" -o "$work/a.time" taskset -c 0 "$bin" bench "$w" --connect "$port" >"$work/a.out"; then
+    pkill -P "$b" 2>/dev/null || true
+    wait "$b" 2>/dev/null || true
+    echo "bench-ab: node A of $w failed ($bin); node B stopped" >&2
+    return 1
+  fi
+  awk '{print $2, $3}' "$work/a.out"
+  for _ in $(seq 100); do kill -0 "$b" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$b" 2>/dev/null; then
+    pkill -P "$b" 2>/dev/null || true
+    wait "$b" 2>/dev/null || true
+    echo "bench-ab: node B of $w did not stop within 10 s of A ($bin)" >&2
+    return 1
+  fi
   wait "$b"
   echo "${w}_A_cpu $(awk '{print $1 + $2}' "$work/a.time")"
   echo "${w}_B_cpu $(awk '{print $1 + $2}' "$work/b.time")"
@@ -68,6 +84,9 @@ for line in sys.stdin:
 print("%-34s %12s %12s  change   (medians; ranges before, after)" % ("figure", "before", "after"))
 for m in order:
     b, a = values[(m, "before")], values[(m, "after")]
+    if not b or not a:
+        print(f"{m:34} (a side has no runs: the sitting ended early)")
+        continue
     mb, ma = statistics.median(b), statistics.median(a)
     change = (ma / mb - 1) * 100 if mb else 0
     print(f"{m:34} {mb:12.4g} {ma:12.4g}  {change:+5.1f} %  [{min(b):.4g}-{max(b):.4g}] [{min(a):.4g}-{max(a):.4g}]")
