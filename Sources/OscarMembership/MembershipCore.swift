@@ -78,8 +78,8 @@ package struct MembershipCore: Core {
         /// When this node first saw each current member down: it is removed
         /// `removalMargin` later.
         var downSince: [UInt64: Double] = [:]
-        /// Current members whose process this node knows has stopped
-        /// (`incarnationGone`). Once down, one needs no removal margin: the
+        /// Downed members whose process this node knows has stopped
+        /// (`incarnationGone` after the down). One needs no removal margin: the
         /// margin is the time a downed member that still runs has to notice
         /// and down itself, and this one does not run.
         var gone: Set<UInt64> = []
@@ -274,9 +274,12 @@ package struct MembershipCore: Core {
                 s.gossip.update(m, by: s.me.uid)
             }
         case .incarnationGone(let uid):
-            if settings.removesRefusingMembers, let m = s.gossip.members[uid], m.status != .removed {
-                s.gone.insert(uid)
-            }
+            // Only about a member this view has down already: the refusal
+            // then came after the down. One about a member that is up (a
+            // passing firewall rule, a moved address) would otherwise stay
+            // on record, and remove it at once if it were cut off and
+            // downed later while it still ran.
+            if settings.removesRefusingMembers, s.gossip.members[uid]?.status == .down { s.gone.insert(uid) }
         }
         if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s, &out) }
         announceConvergence(&s, &out)
@@ -457,7 +460,7 @@ package struct MembershipCore: Core {
         let g = s.gossip
         if !s.downSince.isEmpty { s.downSince = s.downSince.filter { g.members[$0.key]?.status == .down } }
         if !s.exited.isEmpty { s.exited = s.exited.filter { g.members[$0]?.status == .exiting } }
-        if !s.gone.isEmpty { s.gone = s.gone.filter { g.members[$0].map { $0.status != .removed } ?? false } }
+        if !s.gone.isEmpty { s.gone = s.gone.filter { g.members[$0]?.status == .down } }
         // The down flags, not a walk over members: this runs on every tick.
         for i in g.downFlags.setIndices where s.downSince[g.current[i].uid] == nil {
             s.downSince[g.current[i].uid] = s.now
