@@ -293,9 +293,7 @@ package struct MembershipCore: Core {
                 // each knows it is gone (`State.exited`) and no longer counts
                 // it as a voter, even if the leader that would remove it
                 // fails next.
-                for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
-                    out.append(.sendGossip(to: m.node, s.gossip))
-                }
+                gossipToEveryMember(s, &out)
             }
             out.append(.shutDown(reason: "this node is \(s.myStatus) in the cluster's view"))
         }
@@ -437,9 +435,7 @@ package struct MembershipCore: Core {
             s.gossip.unreachable.isEmpty, s.gossip.isConverged
         else { return }
         s.announced = s.gossip.version
-        for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
-            out.append(.sendGossip(to: m.node, s.gossip))
-        }
+        gossipToEveryMember(s, &out)
         noteSettled(&s)
         noteDowned(&s)
     }
@@ -464,6 +460,15 @@ package struct MembershipCore: Core {
         // The down flags, not a walk over members: this runs on every tick.
         for i in g.downFlags.setIndices where s.downSince[g.current[i].uid] == nil {
             s.downSince[g.current[i].uid] = s.now
+        }
+    }
+
+    /// Sends this node's state to every other member that is not down, at
+    /// once: for news every member should have now rather than a gossip
+    /// round at a time.
+    private func gossipToEveryMember(_ s: State, _ out: inout [Directive]) {
+        for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
+            out.append(.sendGossip(to: m.node, s.gossip))
         }
     }
 
@@ -509,8 +514,8 @@ package struct MembershipCore: Core {
     /// round): no view can hold one of them up without the others, which
     /// lets keep-majority count them all once any of them is known up.
     private func leaderActions(_ s: inout State, _ out: inout [Directive]) {
-        probeDowned(&s, &out)
         removeGone(&s, &out)
+        probeDowned(s, &out)
         guard s.gossip.isConverged else { return }
         let round = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
@@ -539,15 +544,15 @@ package struct MembershipCore: Core {
         }
     }
 
-    /// Asks each downed member the leader has not seen gone for a heartbeat,
-    /// once a tick: nobody else sends it anything, and the dial is how the
-    /// leader learns that its address refuses connections
-    /// (`incarnationGone`). One that still runs (cut off, not crashed)
-    /// answers, and waits out the margin.
-    private func probeDowned(_ s: inout State, _ out: inout [Directive]) {
+    /// Asks each downed member for a heartbeat, once a tick (after
+    /// `removeGone`, so none known gone is left): nobody else sends it
+    /// anything, and the dial is how the leader learns that its address
+    /// refuses connections (`incarnationGone`). One that still runs (cut
+    /// off, not crashed) answers, and waits out the margin.
+    private func probeDowned(_ s: State, _ out: inout [Directive]) {
         guard settings.removesRefusingMembers else { return }
         let g = s.gossip
-        for i in g.downFlags.setIndices where g.current[i].uid != s.me.uid && !s.gone.contains(g.current[i].uid) {
+        for i in g.downFlags.setIndices where g.current[i].uid != s.me.uid {
             out.append(.sendHeartbeatRequest(to: g.current[i].node))
         }
     }
@@ -569,9 +574,7 @@ package struct MembershipCore: Core {
             changed = s.gossip.update(m, by: s.me.uid) || changed
         }
         guard changed else { return }
-        for m in s.gossip.current where m.uid != s.me.uid && m.status != .down {
-            out.append(.sendGossip(to: m.node, s.gossip))
-        }
+        gossipToEveryMember(s, &out)
     }
 
     /// The leader sends its state to the configured seeds that are not
