@@ -34,7 +34,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     package let node: NodeAddress
     /// The transport owns its associations and outlives them: unchecked.
     private unowned(unsafe) let transport: Transport
-    private var loop: EventLoop { transport.ioLoop }
+    /// The transport's loop, kept here: read through the unowned transport,
+    /// each use retained and released it (1 % of node A's time in W3).
+    private let loop: EventLoop
 
     @exclusivity(unchecked) package private(set) var connection: Connection?
     private var connecting: Connection?
@@ -135,6 +137,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     init(node: NodeAddress, transport: Transport) {
         self.node = NodeAddress(host: node.host, port: node.port)
         self.transport = transport
+        self.loop = transport.ioLoop
         self.backoff = transport.settings.reconnectBackoffMin
     }
 

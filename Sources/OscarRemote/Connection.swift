@@ -169,8 +169,10 @@ package final class Connection: @unchecked Sendable {
     }
 
     private func armHandshakeTimeout() {
-        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
-            guard let self, self.state != .established else { return }
+        // Holds the connection until it fires or is cancelled (at the
+        // handshake's end or at close): see `EventLoop.cancelTimer`.
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [self] in
+            guard self.state != .established else { return }
             let reason = "no handshake within \(self.transport.settings.handshakeTimeout)"
             if !self.isInitiator { self.transport.handshakeFailures.note("\(self.socketPeer): \(reason)") }
             self.close(reason)
@@ -525,8 +527,8 @@ package final class Connection: @unchecked Sendable {
         guard state == .established, !isRetired else { return }
         isRetired = true
         OscarLog.shared.debug("retiring a duplicate connection to \(peerDescription)")
-        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [weak self] in
-            self?.close("duplicate connection (simultaneous connect)", flushFirst: true)
+        handshakeTimer = loop.scheduleTimer(after: transport.settings.handshakeTimeout) { [self] in
+            close("duplicate connection (simultaneous connect)", flushFirst: true)
         }
     }
 

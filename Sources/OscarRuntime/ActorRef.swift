@@ -32,7 +32,9 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     /// Sends a message and waits for its reply, or for a typed error: exactly
     /// one outcome, at the latest when `timeout` has passed.
     @inlinable
-    public func ask<M: Message>(_ message: M, timeout: Duration = .seconds(5)) async throws(AskError) -> M.Reply {
+    nonisolated(nonsending) public func ask<M: Message>(
+        _ message: M, timeout: Duration = .seconds(5)
+    ) async throws(AskError) -> M.Reply {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
         let outcome = await withUnsafeContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in

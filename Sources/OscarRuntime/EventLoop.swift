@@ -279,7 +279,16 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// Cancels a timer that has not fired. Loop thread only.
-    public func cancelTimer(_ timer: LoopTimer) { disarm(timer) }
+    ///
+    /// The body, and what it captured, is released now: a body may then
+    /// hold its owner strongly instead of weakly. (A weak reference gives
+    /// its object a side table, and every retain and release of that
+    /// object then takes the runtime's slow path: a connection's handshake
+    /// timer did that to every frame's connection.)
+    public func cancelTimer(_ timer: LoopTimer) {
+        disarm(timer)
+        timer.timerCancelled()
+    }
 
     package static func deadline(after delay: Duration) -> UInt64 {
         // Saturates: a delay past the clock's range is "never", not a deadline
