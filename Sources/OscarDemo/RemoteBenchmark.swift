@@ -25,7 +25,7 @@ public enum RemoteBenchmark {
         init(stop: @escaping @Sendable () -> Void) { self.stop = stop }
         static func reactions(_ r: inout Reactions<Server>) {
             r.on(Payload.self, do: { me, _ in me.count += 1 })
-            r.on(Echo.self, result: { _, m in m.payload })
+            r.on(Echo.self, result: { _, m in Payload(i: m.i, s: m.s) })
             r.on(
                 Flush.self,
                 result: { me, _ in
@@ -40,8 +40,12 @@ public enum RemoteBenchmark {
     /// server tells it apart from a tell of the same payload).
     public struct Echo: Message {
         public typealias Reply = Payload
-        public var payload: Payload
-        public init(_ payload: Payload) { self.payload = payload }
+        public var i: Int64
+        public var s: String
+        public init(_ payload: Payload) {
+            i = payload.i
+            s = payload.s
+        }
     }
 
     /// Runs node B until it is sent `Stop`. Calls `ready` with the port.
@@ -138,7 +142,7 @@ public enum RemoteBenchmark {
     }
 
     /// One W2/W3 request: sends payload `i`, returns the `i` of the reply.
-    package typealias Request = @Sendable (Int64) async throws -> Int64
+    package typealias Request = nonisolated(nonsending) @Sendable (Int64) async throws -> Int64
 
     static func askingEcho(_ server: ActorRef) -> Request {
         { i in try await server.ask(Echo(Payload(i: i)), timeout: .seconds(60)).i }
