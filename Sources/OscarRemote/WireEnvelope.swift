@@ -84,10 +84,19 @@ package struct WireEnvelope {
         manifest: String = "", payload: (inout [UInt8]) throws(E) -> Void
     ) throws(E) {
         let start = out.count
-        out.append(contentsOf: [0, 0, 0, 0, kind.rawValue, sender == nil ? 0 : hasSender])
+        // Byte by byte: an array literal here was an allocation per frame.
+        out.append(0)
+        out.append(0)
+        out.append(0)
+        out.append(0)
+        out.append(kind.rawValue)
+        out.append(sender == nil ? 0 : hasSender)
         if hasCorrelation(kind) {
-            out.append(contentsOf: repeatElement(0, count: 8))
-            setCorrelation(correlation, kind: kind, in: &out, frameAt: start)
+            var shift: UInt64 = 64
+            while shift > 0 {
+                shift -= 8
+                out.append(UInt8(truncatingIfNeeded: correlation >> shift))
+            }
         }
         func string(_ s: String) {
             var s = s
@@ -120,8 +129,8 @@ package struct WireEnvelope {
     package static func setCorrelation(_ correlation: UInt64, kind: WireKind, in out: inout [UInt8], frameAt start: Int)
     {
         guard hasCorrelation(kind) else { return }
-        for (i, shift) in stride(from: 56, through: 0, by: -8).enumerated() {
-            out[start + 6 + i] = UInt8(truncatingIfNeeded: correlation >> UInt64(shift))
+        for i in 0..<8 {
+            out[start + 6 + i] = UInt8(truncatingIfNeeded: correlation >> UInt64(56 - 8 * i))
         }
     }
 }
