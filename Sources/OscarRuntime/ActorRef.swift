@@ -37,10 +37,13 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
     ) async throws(AskError) -> M.Reply {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
-        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
-            Self.deliver(message, to: target, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
+        do {
+            return try await withUnsafeThrowingContinuation { (continuation: PendingAsk<M.Reply>.Continuation) in
+                Self.deliver(message, to: target, reply: PendingAsk(continuation, timeout: timeout, recipient: address))
+            }
+        } catch {
+            throw AskError.thrown(error)
         }
-        return try outcome.get()
     }
 
     /// Hands `message` to its target. An actor on this node takes it through
@@ -68,11 +71,14 @@ public struct ActorRef: Sendable, Hashable, Codable, CustomStringConvertible {
         guard let target else { throw .actorNotFound(address) }
         let address = self.address
         let payload = value.cbor
-        let outcome = await withUnsafeContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
-            let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
-            target.deliverEncoded(manifest: manifest.utf8.span.bytes, payload: payload.span.bytes, reply: pending)
+        do {
+            return try await withUnsafeThrowingContinuation { (continuation: PendingAsk<CBORValue>.Continuation) in
+                let pending = PendingAsk<CBORValue>(continuation, timeout: timeout, recipient: address)
+                target.deliverEncoded(manifest: manifest.utf8.span.bytes, payload: payload.span.bytes, reply: pending)
+            }
+        } catch {
+            throw AskError.thrown(error)
         }
-        return try outcome.get()
     }
 
     /// Tells a message known only by its manifest and CBOR value.

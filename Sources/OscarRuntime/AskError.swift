@@ -49,3 +49,12 @@ public enum AskError: Error, Sendable, Hashable, Codable, CustomStringConvertibl
         }
     }
 }
+
+extension AskError {
+    /// What an ask's continuation threw: a pending ask resumes it only with
+    /// an `AskError` (see `PendingAsk.Continuation`), so the second case is
+    /// a guard, not a path.
+    @usableFromInline static func thrown(_ error: any Error) -> AskError {
+        (error as? AskError) ?? .handlerFailed("\(error)")
+    }
+}
