@@ -74,8 +74,8 @@ allowed_files=(
 # Lines elsewhere, each justified: file|text on the line|why.
 justified=(
   'Sources/OscarRuntime/PendingAsk.swift|UnsafeContinuation<|an ask resumes exactly once (its completed flag decides races); the checked kind allocates per ask'
-  'Sources/OscarRuntime/ActorRef.swift|withUnsafeContinuation { (continuation: PendingAsk<M.Reply>|the continuation is a PendingAsk, which resumes exactly once'
-  'Sources/OscarRuntime/ActorRef.swift|withUnsafeContinuation { (continuation: PendingAsk<CBORValue>|the continuation is a PendingAsk, which resumes exactly once'
+  'Sources/OscarRuntime/ActorRef.swift|withUnsafeThrowingContinuation { (continuation: PendingAsk<M.Reply>|the continuation is a PendingAsk, which resumes exactly once'
+  'Sources/OscarRuntime/ActorRef.swift|withUnsafeThrowingContinuation { (continuation: PendingAsk<CBORValue>|the continuation is a PendingAsk, which resumes exactly once'
   'Sources/OscarBase/OscarLog.swift|bytes.withUnsafeMutableBytes { Glibc.write(2|one write(2) per log line, so lines from several threads do not interleave'
 )
 
