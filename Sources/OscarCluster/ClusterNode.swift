@@ -72,6 +72,9 @@ public final class ClusterNode: Sendable {
         /// 64, and a quarter of that up to 256.
         public var maxInboundConnections: Int = ConnectionLimits.defaultInbound
         public var maxHandshakingConnections: Int = ConnectionLimits.defaultHandshaking
+        /// The first wait before reconnecting to a node after a failed
+        /// attempt (it doubles up to 5 s). For tests that need a long one.
+        package var reconnectBackoffMin: Duration = .milliseconds(100)
         public var name: String
         /// After work, how long a loop polls before blocking in the kernel.
         /// It trades a little CPU after each burst of messages for not waking
@@ -251,6 +254,8 @@ public final class ClusterNode: Sendable {
         transportSettings.largeOutboundCapacity = 2 * settings.maxMessageSize
         transportSettings.reassemblyCapacity = 4 * settings.maxMessageSize
         transportSettings.outboundCapacity = settings.outboundCapacity
+        transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
+        transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)
         transportSettings.tls = tls
         let transport = Transport(
             system: system, secret: settings.secret, settings: transportSettings, stats: stats,
@@ -293,7 +298,7 @@ public final class ClusterNode: Sendable {
             {
                 MembershipShell(
                     me: me, roles: roles, seeds: seeds, settings: membership, tickInterval: tick, events: hub,
-                    stats: stats)
+                    stats: stats, redialNow: { [transport] in transport.redialNow($0) })
             })
         {
             transport.onIncarnationGone { membershipShell.tell(MembershipShell.Gone(uid: $0.uid)) }

@@ -66,6 +66,8 @@ final class MembershipShell: Reactor {
     private let tickInterval: Duration
     private let events: ClusterEventHub
     private let stats: NodeStats
+    /// Lets the next message to a node dial it at once (`Transport.redialNow`).
+    private let redialNow: @Sendable (NodeAddress) -> Void
     private var context: ActorContext?
     private let clock = ContinuousClock()
     private let start: ContinuousClock.Instant
@@ -73,8 +75,10 @@ final class MembershipShell: Reactor {
 
     init(
         me: NodeAddress, roles: Set<String>, seeds: [NodeAddress], settings: MembershipCore.Settings,
-        tickInterval: Duration, events: ClusterEventHub, stats: NodeStats
+        tickInterval: Duration, events: ClusterEventHub, stats: NodeStats,
+        redialNow: @escaping @Sendable (NodeAddress) -> Void = { _ in }
     ) {
+        self.redialNow = redialNow
         engine = Engine(
             MembershipCore(settings: settings), state: MembershipCore.State(me: me, roles: roles, seed: me.uid))
         self.seeds = seeds
@@ -171,6 +175,9 @@ final class MembershipShell: Reactor {
             case .sendJoin(let to, let member): send(.join(member), to: to, context)
             case .sendGossip(let to, let gossip): send(.gossip(gossip, from: me.node), to: to, context)
             case .sendHeartbeatRequest(let to): send(.heartbeatRequest(me.node), to: to, context)
+            case .probe(let to):
+                redialNow(to)
+                send(.heartbeatRequest(me.node), to: to, context)
             case .sendHeartbeat(let to): send(.heartbeat(me.uid), to: to, context)
             case .publish(let event):
                 OscarLog.shared.info("cluster: \(event)")

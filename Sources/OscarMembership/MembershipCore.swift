@@ -18,6 +18,10 @@ package struct MembershipCore: Core {
         case sendGossip(to: NodeAddress, Gossip)
         /// Ask a watched member for a heartbeat; it answers `sendHeartbeat`.
         case sendHeartbeatRequest(to: NodeAddress)
+        /// The leader's probe of a downed member: a heartbeat request that
+        /// dials at once, past the transport's reconnect backoff, so that a
+        /// refusal (the process is gone) is learnt within a tick of the down.
+        case probe(to: NodeAddress)
         case sendHeartbeat(to: NodeAddress)
         case publish(ClusterEvent)
         /// This node is down or removed: stop it.
@@ -280,6 +284,9 @@ package struct MembershipCore: Core {
             // on record, and remove it at once if it were cut off and
             // downed later while it still ran.
             if settings.removesRefusingMembers, s.gossip.members[uid]?.status == .down { s.gone.insert(uid) }
+            // The leader acts on it now, not at its next tick: the refusal
+            // answers its own probe (`probeDowned`), sent at a tick.
+            if s.admitted, s.gossip.leader?.uid == s.me.uid { removeGone(&s, &out) }
         }
         if s.leaveWhenUp, s.myStatus == .up { startLeaving(&s, &out) }
         announceConvergence(&s, &out)
@@ -356,6 +363,9 @@ package struct MembershipCore: Core {
             inviteSeeds(&s, &out)
         }
         downing(&s)
+        // After downing, so a member the leader downs now is probed now,
+        // not a tick later.
+        if s.admitted, s.gossip.leader?.uid == s.me.uid { probeDowned(s, &out) }
     }
 
     /// Phi at and above which a watcher, before it may judge a member
@@ -515,7 +525,6 @@ package struct MembershipCore: Core {
     /// lets keep-majority count them all once any of them is known up.
     private func leaderActions(_ s: inout State, _ out: inout [Directive]) {
         removeGone(&s, &out)
-        probeDowned(s, &out)
         guard s.gossip.isConverged else { return }
         let round = (s.gossip.members.values.map(\.upNumber).max() ?? 0) + 1
         var changed = false
@@ -544,16 +553,18 @@ package struct MembershipCore: Core {
         }
     }
 
-    /// Asks each downed member for a heartbeat, once a tick (after
-    /// `removeGone`, so none known gone is left): nobody else sends it
-    /// anything, and the dial is how the leader learns that its address
+    /// Asks each downed member for a heartbeat, once a tick, at the tick's
+    /// end (after `removeGone`, so none known gone is left, and after
+    /// `downing`, so one downed this tick is asked at once): nobody else
+    /// sends it anything, and the dial, made past the reconnect backoff
+    /// (`Directive.probe`), is how the leader learns that its address
     /// refuses connections (`incarnationGone`). One that still runs (cut
     /// off, not crashed) answers, and waits out the margin.
     private func probeDowned(_ s: State, _ out: inout [Directive]) {
         guard settings.removesRefusingMembers else { return }
         let g = s.gossip
         for i in g.downFlags.setIndices where g.current[i].uid != s.me.uid {
-            out.append(.sendHeartbeatRequest(to: g.current[i].node))
+            out.append(.probe(to: g.current[i].node))
         }
     }
 

@@ -748,6 +748,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         dropHeld()
     }
 
+    /// See `Transport.redialNow`.
+    func redialNow() {
+        guard connection == nil, connecting == nil else { return }
+        gatedUntil = 0
+    }
+
     private func gate(_ reason: String) {
         gateReason = reason
         gatedUntil = EventLoop.deadline(after: backoff)

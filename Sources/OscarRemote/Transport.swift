@@ -33,8 +33,8 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         /// Inbound connections still in their handshake at once.
         package var maxHandshakingConnections = ConnectionLimits.defaultHandshaking
         var handshakeTimeout: Duration = .seconds(5)
-        var reconnectBackoffMin: Duration = .milliseconds(100)
-        var reconnectBackoffMax: Duration = .seconds(5)
+        package var reconnectBackoffMin: Duration = .milliseconds(100)
+        package var reconnectBackoffMax: Duration = .seconds(5)
         /// TLS on every connection (see `TLSPolicy`); nil: none, as before.
         package var tls: TLSPolicy?
 
@@ -177,6 +177,21 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
             let created = Association(node: node, transport: self)
             a[key] = created
             return created
+        }
+    }
+
+    /// Lets the next message to `node` dial it at once if no connection is
+    /// open, instead of waiting out the reconnect backoff. For the leader's
+    /// probe of a downed member: after a kill, the backoff has grown to
+    /// seconds by the time the member is downed, and the refusal that
+    /// removes it at once waited for it. Called once a tick per downed
+    /// member, so it cannot turn the backoff into a storm.
+    package func redialNow(_ node: NodeAddress) {
+        let association = association(for: node)
+        if ioLoop.inEventLoop {
+            association.redialNow()
+        } else {
+            _ = ioLoop.execute { association.redialNow() }
         }
     }
 

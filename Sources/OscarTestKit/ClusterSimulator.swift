@@ -305,7 +305,8 @@ public struct ClusterSimulator: Sendable {
                     contentByVersion[gossip.version] = gossip.content
                 }
                 send(from: i, to: to, .gossip(gossip, from: states[i].me.node))
-            case .sendHeartbeatRequest(let to): send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
+            case .sendHeartbeatRequest(let to), .probe(let to):
+                send(from: i, to: to, .heartbeatRequest(from: states[i].me.node))
             case .sendHeartbeat(let to): send(from: i, to: to, .heartbeat(from: states[i].me.uid))
             case .publish(let event): if recordedNodes?.contains(i) ?? true { events[i].append((now, event)) }
             case .shutDown: break  // the state is stopped; nothing more happens here

@@ -106,8 +106,13 @@ import Testing
             let others = (0..<n).filter { $0 != victim }
             let faultAt = sim.now
             if cutOff { sim.partition([victim], others) } else { sim.kill(victim) }
+            // Down, or already past it: the leader removes a dead member as
+            // soon as its probe is refused, within one step of this loop.
             let downAt = await advance(
-                &sim, until: { s in others.contains { s.view($0).members[uid]?.status == .down } }, limit: faultAt + 20)
+                &sim,
+                until: { s in
+                    others.contains { [.down, .removed].contains(s.view($0).members[uid]?.status) }
+                }, limit: faultAt + 20)
             let removedAt = await advance(
                 &sim, until: { s in others.allSatisfy { s.view($0).members[uid]?.status == .removed } },
                 limit: faultAt + 40)

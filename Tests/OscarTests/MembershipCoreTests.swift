@@ -101,7 +101,8 @@ struct HandDrivenCluster {
             switch directive {
             case .sendJoin(let to, let member): send(from: uid, to: to, .joinRequest(member))
             case .sendGossip(let to, let gossip): send(from: uid, to: to, .gossip(gossip, from: me.node))
-            case .sendHeartbeatRequest(let to): send(from: uid, to: to, .heartbeatRequest(from: me.node))
+            case .sendHeartbeatRequest(let to), .probe(let to):
+                send(from: uid, to: to, .heartbeatRequest(from: me.node))
             case .sendHeartbeat(let to): send(from: uid, to: to, .heartbeat(from: me.uid))
             case .publish(let event): events[uid, default: []].append(event)
             case .shutDown(let reason): shutDown[uid] = reason
