@@ -748,10 +748,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         dropHeld()
     }
 
-    /// See `Transport.redialNow`.
+    /// See `Transport.redialNow`. Dials without opening the gate: other
+    /// sends still fail at once while it lasts, as they did before.
     func redialNow() {
         guard connection == nil, connecting == nil else { return }
-        gatedUntil = 0
+        connect()
     }
 
     private func gate(_ reason: String) {

@@ -180,8 +180,10 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         }
     }
 
-    /// Lets the next message to `node` dial it at once if no connection is
-    /// open, instead of waiting out the reconnect backoff. For the leader's
+    /// Dials `node` now if no connection to it is open or opening, instead
+    /// of waiting out the reconnect backoff. Sends to it while the backoff
+    /// lasts still fail at once: an application's asks to a downed member
+    /// fail fast, as before, and only the dial is early. For the leader's
     /// probe of a downed member: after a kill, the backoff has grown to
     /// seconds by the time the member is downed, and the refusal that
     /// removes it at once waited for it. Called once a tick per downed

@@ -80,7 +80,13 @@ import Testing
         let before = gone.withLock { $0 }
         #expect(before == 0, "a gated send dialled")
         a.transport.redialNow(incarnation)
-        _ = try? await ping.ask(Ping(n: 4), timeout: .seconds(1))
+        // The dial is early; sends still fail at once while the backoff lasts.
+        do {
+            _ = try await ping.ask(Ping(n: 4), timeout: .seconds(5))
+            Issue.record("an ask to a stopped node must fail")
+        } catch {
+            #expect(error.description.contains("unreachable"), "\(error)")
+        }
         #expect(
             await eventually(timeout: .seconds(20)) { gone.withLock { $0 } > before },
             "no dial after redialNow within 20 s, with a backoff of 60 s")
