@@ -43,7 +43,7 @@ import threading
 import time
 
 HOST = "127.0.0.1"
-PREAMBLE = b"OSCR\x00\x03"  # magic + protocol version 3 (PROTOCOL.md §1)
+PREAMBLE = b"OSCR\x00\x04"  # magic + protocol version 4 (PROTOCOL.md §1)
 
 K_TELL, K_ASK, K_REPLY, K_FAILURE = 0x01, 0x02, 0x03, 0x04
 K_HELLO, K_CHALLENGE, K_PROOF, K_ACCEPT, K_REJECT = 0x10, 0x11, 0x12, 0x13, 0x1F
@@ -635,7 +635,7 @@ def phase_preauth(opts, secret, logdir):
         peak = sampler.peak
         alive = check_alive(node, "preauth")
         if preambles - {PREAMBLE}:
-            raise RuntimeError("the node sent preamble(s) %s, not %s: it does not speak protocol version 3, so it "
+            raise RuntimeError("the node sent preamble(s) %s, not %s: it does not speak protocol version 4, so it "
                                "closes these connections for another reason" % (
                                    ", ".join(p.hex(" ") for p in preambles), PREAMBLE.hex(" ")))
         still_open = len(state)

@@ -63,3 +63,27 @@ package struct Reachability: Codable, Hashable, Sendable {
         return a.unreachable.sorted().lexicographicallyPrecedes(b.unreachable.sorted()) ? b : a
     }
 }
+
+extension Reachability {
+    /// Flat, as gossip is (`Gossip`'s coding): observer, version, the
+    /// subjects it cannot reach; then the next observer. An observer listed
+    /// twice keeps the later record, as a merge would.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.unkeyedContainer()
+        for (observer, o) in observers {
+            try c.encode(observer)
+            try c.encode(o.version)
+            try c.encode(Array(o.unreachable))
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        var c = try decoder.unkeyedContainer()
+        while !c.isAtEnd {
+            let observer = try c.decode(UInt64.self)
+            let version = try c.decode(Int.self)
+            let o = Observations(unreachable: Set(try c.decode([UInt64].self)), version: version)
+            observers[observer] = observers[observer].map { Self.later($0, o) } ?? o
+        }
+    }
+}

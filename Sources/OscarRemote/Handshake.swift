@@ -26,7 +26,7 @@ import OscarRuntime
 /// with a reason and logs it; the other side logs the reason it receives.
 struct Handshake {
     static let magic: [UInt8] = Array("OSCR".utf8)
-    package static let version: UInt16 = 3
+    package static let version: UInt16 = 4
     static var preamble: [UInt8] { magic + [UInt8(version >> 8), UInt8(version & 0xff)] }
 
     package enum Role { case initiator, acceptor }

@@ -1,0 +1,89 @@
+import Oscar
+import Testing
+
+@testable import OscarCluster
+@testable import OscarMembership
+
+/// The membership messages' flat coding (docs/PROTOCOL.md, "Membership
+/// messages"): the bytes the document shows, a round trip of every kind
+/// and of random states, and mangled payloads that must fail to decode,
+/// never trap.
+@Suite(.timeLimit(.minutes(1))) struct MembershipWireTests {
+    typealias Wire = MembershipShell.Wire
+
+    static func bytes(_ kind: Wire.Kind) throws -> [UInt8] { try CBOREncoder().encode(Wire(kind: kind)) }
+    static func decoded(_ bytes: [UInt8]) throws -> Wire { try CBORDecoder().decode(Wire.self, from: bytes) }
+
+    @Test func heartbeatsAreTheArraysTheProtocolDocumentShows() throws {
+        // [3, 5]
+        #expect(try Self.bytes(.heartbeat(5)) == [0x82, 0x03, 0x05])
+        // [2, "h", 7000, 9]
+        #expect(
+            try Self.bytes(.heartbeatRequest(NodeAddress(host: "h", port: 7000, uid: 9)))
+                == [0x84, 0x02, 0x61, 0x68, 0x19, 0x1b, 0x58, 0x09])
+    }
+
+    @Test func everyKindSurvivesARoundTrip() throws {
+        let node = NodeAddress(host: "127.0.0.1", port: 7001, uid: 42)
+        let member = Member(node: node, status: .up, roles: ["a", "b"], appVersion: "1.2", upNumber: 3)
+        var rng = SeededRandom(seed: 19)
+        let states = MembershipStateTests.randomHistory(&rng)
+        var checked = 0
+        for state in states {
+            guard case .gossip(let g, let from) = try Self.decoded(Self.bytes(.gossip(state, from: node))).kind
+            else { Issue.record("not gossip"); continue }
+            #expect(g == state)
+            #expect(from == node)
+            checked += 1
+        }
+        #expect(checked == states.count)
+        guard case .join(let m) = try Self.decoded(Self.bytes(.join(member))).kind else {
+            Issue.record("not a join")
+            return
+        }
+        #expect(m == member)
+        guard case .heartbeatRequest(let w) = try Self.decoded(Self.bytes(.heartbeatRequest(node))).kind else {
+            Issue.record("not a heartbeat request")
+            return
+        }
+        #expect(w == node)
+        guard case .heartbeat(let uid) = try Self.decoded(Self.bytes(.heartbeat(.max))).kind else {
+            Issue.record("not a heartbeat")
+            return
+        }
+        #expect(uid == .max)
+    }
+
+    /// Valid encodings with bytes flipped, cut short or extended: each
+    /// either decodes or throws, and an unknown tag or status throws.
+    @Test func mangledPayloadsThrowAndNeverTrap() throws {
+        #expect(throws: (any Error).self) { try Self.decoded([0x82, 0x09, 0x05]) }  // tag 9
+        var rng = SeededRandom(seed: 2026)
+        let states = MembershipStateTests.randomHistory(&rng)
+        let node = NodeAddress(host: "10.0.0.1", port: 7000, uid: 7)
+        var threw = 0
+        for round in 0..<3_000 {
+            let state = states[round % states.count]
+            var bytes = try Self.bytes(
+                round % 4 == 0 ? .heartbeatRequest(node) : round % 4 == 1 ? .heartbeat(7) : .gossip(state, from: node))
+            switch round % 3 {
+            case 0:
+                let at = Int.random(in: 0..<bytes.count, using: &rng)
+                bytes[at] ^= UInt8.random(in: 1...255, using: &rng)
+            case 1: bytes.removeLast(Int.random(in: 1...bytes.count, using: &rng))
+            default:
+                bytes.insert(UInt8.random(in: 0...255, using: &rng), at: Int.random(in: 0...bytes.count, using: &rng))
+            }
+            do { _ = try Self.decoded(bytes) } catch { threw += 1 }
+        }
+        #expect(threw > 1_000)  // most mangled payloads are caught, none trapped
+        // A status that is not one of the six.
+        var state = Gossip()
+        state.update(Member(node: node, status: .up, upNumber: 1), by: node.uid)
+        var bytes = try Self.bytes(.gossip(state, from: node))
+        let up: [UInt8] = [0x62, 0x75, 0x70]  // text(2) "up"
+        let at = try #require(bytes.indices.first { bytes[$0...].starts(with: up) })
+        bytes[at + 2] = 0x71  // "uq"
+        #expect(throws: (any Error).self) { try Self.decoded(bytes) }
+    }
+}
