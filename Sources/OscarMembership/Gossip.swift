@@ -47,18 +47,24 @@ package struct Gossip: Codable, Hashable, Sendable {
     /// members one array of their fields in a row (`Member.encodeFields`).
     /// A round carries every member, and at 64 idle nodes decoding them
     /// through keyed containers (a key search for every field of every
-    /// member) was a fifth of all the nodes' CPU. A member listed twice
-    /// keeps the later record, as a merge would.
+    /// member) was a fifth of all the nodes' CPU. A member listed twice, or
+    /// anything after `seen`, is an error: an honest node sends neither, and
+    /// settling duplicates would let one payload make the decoder sort the
+    /// same large record again and again.
     public init(from decoder: any Decoder) throws {
         var c = try decoder.unkeyedContainer()
         var fields = try c.nestedUnkeyedContainer()
         while !fields.isAtEnd {
             let member = try Member(fields: &fields)
-            members[member.uid] = members[member.uid].map { Member.later($0, member) } ?? member
+            guard members.updateValue(member, forKey: member.uid) == nil else {
+                throw DecodingError.dataCorruptedError(
+                    in: fields, debugDescription: "member \(member.uid) listed twice")
+            }
         }
         reachability = try c.decode(Reachability.self)
         version = try c.decode(VersionVector.self)
         let seen = Set(try c.decode([UInt64].self))
+        guard c.isAtEnd else { throw DecodingError.dataCorruptedError(in: c, debugDescription: "items after seen") }
         current = members.values.filter { $0.status != .removed }.sorted(by: Self.addressOrder)
         tombstones = members.values.filter { $0.status == .removed }.map(\.uid).sorted()
         seenFlags = MemberFlags(count: current.count) { [current] in seen.contains(current[$0].uid) }

@@ -67,7 +67,7 @@ package struct Reachability: Codable, Hashable, Sendable {
 extension Reachability {
     /// Flat, as gossip is (`Gossip`'s coding): observer, version, the
     /// subjects it cannot reach; then the next observer. An observer listed
-    /// twice keeps the later record, as a merge would.
+    /// twice is an error (as a member listed twice is in `Gossip`).
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.unkeyedContainer()
         for (observer, o) in observers {
@@ -83,7 +83,9 @@ extension Reachability {
             let observer = try c.decode(UInt64.self)
             let version = try c.decode(Int.self)
             let o = Observations(unreachable: Set(try c.decode([UInt64].self)), version: version)
-            observers[observer] = observers[observer].map { Self.later($0, o) } ?? o
+            guard observers.updateValue(o, forKey: observer) == nil else {
+                throw DecodingError.dataCorruptedError(in: c, debugDescription: "observer \(observer) listed twice")
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Oscar
+import OscarCBOR
 import Testing
 
 @testable import OscarCluster
@@ -85,5 +86,41 @@ import Testing
         let at = try #require(bytes.indices.first { bytes[$0...].starts(with: up) })
         bytes[at + 2] = 0x71  // "uq"
         #expect(throws: (any Error).self) { try Self.decoded(bytes) }
+    }
+
+    /// What an honest node never sends, made from a valid payload by
+    /// editing its items: a member or an observer listed twice (settling
+    /// them would let one payload make the decoder sort a large record
+    /// again and again), an item after the last field.
+    @Test func duplicatesAndTrailingItemsAreRefused() throws {
+        let node = NodeAddress(host: "10.0.0.1", port: 7000, uid: 7)
+        var state = Gossip()
+        state.update(Member(node: node, status: .up, upNumber: 1), by: node.uid)
+        state.observe(node.uid, reaches: 99, false)
+        let valid = try CBORValue(cbor: Self.bytes(.gossip(state, from: node)))
+        _ = try Self.decoded(CBOREncoder().encode(valid))  // unedited, it decodes
+        guard case .array(let message) = valid, case .array(let fields) = message[1],
+            case .array(let members) = fields[0], case .array(let observers) = fields[1]
+        else {
+            Issue.record("not [tag, [members, reachability, version, seen], ...]: \(valid)")
+            return
+        }
+        try #require(members.count == 7 && observers.count == 3)
+        func edited(_ i: Int, _ item: CBORValue) throws -> [UInt8] {
+            var state = fields
+            state[i] = item
+            var edited = message
+            edited[1] = .array(state)
+            return try CBOREncoder().encode(CBORValue.array(edited))
+        }
+        #expect(throws: (any Error).self) { try Self.decoded(edited(0, .array(members + members))) }
+        #expect(throws: (any Error).self) { try Self.decoded(edited(1, .array(observers + observers))) }
+        #expect(throws: (any Error).self) {
+            try Self.decoded(CBOREncoder().encode(CBORValue.array(message + [.unsigned(1)])))
+        }
+        var longState = message
+        longState[1] = .array(fields + [.null])
+        #expect(throws: (any Error).self) { try Self.decoded(CBOREncoder().encode(CBORValue.array(longState))) }
+        #expect(throws: (any Error).self) { try Self.decoded([0x83, 0x03, 0x05, 0x60]) }  // [3, 5, ""]
     }
 }
