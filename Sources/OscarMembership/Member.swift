@@ -82,20 +82,16 @@ extension Member {
     /// round (`Gossip`'s coding); `Member`'s own `Codable` stays keyed.
     package func encodeFields(to fields: inout any UnkeyedEncodingContainer) throws {
         try node.encodeFields(to: &fields)
-        try fields.encode(status.rawValue)
+        try fields.encode(status)
         try fields.encode(Array(roles))
         try fields.encode(appVersion)
         try fields.encode(upNumber)
     }
 
     package init(fields: inout any UnkeyedDecodingContainer) throws {
-        let node = try NodeAddress(fields: &fields)
-        let text = try fields.decode(String.self)
-        guard let status = MemberStatus(rawValue: text) else {
-            throw DecodingError.dataCorruptedError(in: fields, debugDescription: "unknown member status \(text)")
-        }
         self.init(
-            node: node, status: status, roles: Set(try fields.decode([String].self)),
+            node: try NodeAddress(fields: &fields), status: try fields.decode(MemberStatus.self),
+            roles: Set(try fields.decode([String].self)),
             appVersion: try fields.decode(String.self), upNumber: try fields.decode(Int.self))
     }
 }

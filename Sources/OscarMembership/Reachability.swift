@@ -5,7 +5,7 @@ import OscarBase
 /// version, so only an observer can change its observations and the merge is
 /// a join (commutative, associative, idempotent).
 package struct Reachability: Codable, Hashable, Sendable {
-    public struct Observations: Codable, Hashable, Sendable {
+    public struct Observations: Hashable, Sendable {
         /// Subjects this observer cannot reach.
         public var unreachable: Set<UInt64> = []
         public var version: Int = 0
