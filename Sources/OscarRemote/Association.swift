@@ -70,6 +70,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// The connection the large lane's chunks went to: on another one, the
     /// message being chunked starts again.
     private weak var largeConnection: Connection?
+    /// An ordinary frame (not a chunk, not a control frame) was queued since
+    /// the large lane last wrote: a flag per frame, so the send path pays
+    /// no clock read for it.
+    @exclusivity(unchecked) private var smallFrameQueued = false
+    /// When the large lane last saw `smallFrameQueued` (`uv_hrtime`): the
+    /// lane keeps its small window until `smallTrafficLinger` after it.
+    private var lastSmallFrame: UInt64 = 0
+    /// How long the large lane keeps its small window after the last small
+    /// frame: a request and its reply are a few round trips apart, not
+    /// milliseconds.
+    static let smallTrafficLinger: UInt64 = 10_000_000
     /// Control-lane frames waiting to be written (see the invariants).
     private var control: [UInt8] = []
     /// The control frames being handed to the socket, swapped with
@@ -227,6 +238,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         // would for a frame lost on the network); a held one leaves later.
         guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
+        if lane == .ordinary { smallFrameQueued = true }
         outboundChanged()
     }
 
@@ -367,6 +379,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         guard admitted(lane, from: start) else { return }
         transport.stats.add(.framesOut)
+        if lane == .ordinary { smallFrameQueued = true }
         outboundChanged()
     }
 
@@ -561,9 +574,19 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             large.restart()
             largeConnection = connection
         }
+        // Small frames to this node: chunks leave one at a time (see
+        // `LargeMessageLane.windowBesideSmallFrames`).
+        let now = uv_hrtime()
+        if smallFrameQueued {
+            smallFrameQueued = false
+            lastSmallFrame = now
+        }
+        let window =
+            now &- lastSmallFrame < Self.smallTrafficLinger
+            ? LargeMessageLane.windowBesideSmallFrames : LargeMessageLane.window
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).
-        while connection.unsentBytes < LargeMessageLane.window, let frame = large.nextFrame() {
+        while connection.unsentBytes < window, let frame = large.nextFrame(window: window) {
             connection.write(frame)
             if frame[4] == WireKind.chunk.rawValue { transport.stats.add(.chunksOut) }
             guard self.connection === connection else { return }

@@ -71,9 +71,13 @@ import Testing
                 rounds += 1
                 #expect(rounds < 10_000, "seed \(seed): the lane stalled")
                 if rounds >= 10_000 { break }
-                if Bool.random(using: &random), let frame = lane.nextFrame() {
+                // The association switches windows as small traffic comes and goes.
+                let window =
+                    Bool.random(using: &random) ? LargeMessageLane.window : LargeMessageLane.windowBesideSmallFrames
+                let before = lane.unacknowledged
+                if Bool.random(using: &random), let frame = lane.nextFrame(window: window) {
                     try receiver.take(frame)
-                    #expect(lane.unacknowledged <= LargeMessageLane.window + LargeMessageLane.chunkBytes)
+                    if frame[4] == WireKind.chunk.rawValue { #expect(before < window, "seed \(seed)") }
                 } else if acknowledgedToLane < receiver.acknowledged {
                     // Acknowledgements come late and in pieces.
                     let part = Int.random(in: 1...(receiver.acknowledged - acknowledgedToLane), using: &random)
@@ -97,6 +101,12 @@ import Testing
         lane.acknowledged(LargeMessageLane.chunkBytes)
         #expect(lane.nextFrame() != nil)
         #expect(lane.nextFrame() == nil)
+        // Beside small frames, one chunk at a time.
+        #expect(lane.nextFrame(window: LargeMessageLane.windowBesideSmallFrames) == nil)
+        lane.acknowledged(LargeMessageLane.window)
+        #expect(lane.nextFrame(window: LargeMessageLane.windowBesideSmallFrames) != nil)
+        #expect(lane.nextFrame(window: LargeMessageLane.windowBesideSmallFrames) == nil)
+        #expect(lane.nextFrame() != nil)
         // A new connection: the message starts again from its first chunk.
         lane.restart()
         let first = lane.nextFrame()
