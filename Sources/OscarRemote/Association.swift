@@ -71,11 +71,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// message being chunked starts again.
     private weak var largeConnection: Connection?
     /// An ordinary frame (not a chunk, not a control frame) was queued since
-    /// the large lane last wrote: a flag per frame, so the send path pays
-    /// no clock read for it.
+    /// `lastSmallFrame` was last set: a flag per frame, so the send path
+    /// pays no clock read for it. The end of the turn (`run`) and the large
+    /// lane turn it into a time.
     @exclusivity(unchecked) private var smallFrameQueued = false
-    /// When the large lane last saw `smallFrameQueued` (`uv_hrtime`): the
-    /// lane keeps its small window until `smallTrafficLinger` after it.
+    /// When a small frame was last queued, to within a loop turn
+    /// (`uv_hrtime`): the large lane keeps its small window until
+    /// `smallTrafficLinger` after it.
     private var lastSmallFrame: UInt64 = 0
     /// How long the large lane keeps its small window after the last small
     /// frame: a request and its reply are a few round trips apart, not
@@ -515,6 +517,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     package func run() {
         flushScheduled = false
         eagerStep = Self.eagerFlushBytes
+        notePassingSmallFrames()
         if let connection { flush(to: connection, endOfTurn: true) }
     }
 
@@ -576,13 +579,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         // Small frames to this node: chunks leave one at a time (see
         // `LargeMessageLane.windowBesideSmallFrames`).
-        let now = uv_hrtime()
-        if smallFrameQueued {
-            smallFrameQueued = false
-            lastSmallFrame = now
-        }
+        notePassingSmallFrames()
         let window =
-            now &- lastSmallFrame < Self.smallTrafficLinger
+            uv_hrtime() &- lastSmallFrame < Self.smallTrafficLinger
             ? LargeMessageLane.windowBesideSmallFrames : LargeMessageLane.window
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).
@@ -591,6 +590,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             if frame[4] == WireKind.chunk.rawValue { transport.stats.add(.chunksOut) }
             guard self.connection === connection else { return }
         }
+    }
+
+    /// Turns `smallFrameQueued` into `lastSmallFrame`.
+    private func notePassingSmallFrames() {
+        guard smallFrameQueued else { return }
+        smallFrameQueued = false
+        lastSmallFrame = uv_hrtime()
     }
 
     /// The first frame boundary in `outbound` at or after `offset`.

@@ -6,8 +6,9 @@
 /// every small frame behind it waits, and so would 32 MiB of chunks handed to
 /// the socket at once (they would sit in the kernel's buffers ahead of later
 /// small frames). So a chunk goes only when the ordinary lane has nothing
-/// waiting, and at most a window of chunk bytes is unacknowledged by the
-/// receiver: a small frame waits behind at most that much. The association
+/// waiting, and only while less than a window of chunk bytes is
+/// unacknowledged by the receiver: a small frame waits behind less than a
+/// window and a chunk. The association
 /// chooses the window: `window` while the lane has the connection to itself,
 /// `windowBesideSmallFrames` while small frames are going to the same node.
 ///
@@ -27,11 +28,13 @@ struct LargeMessageLane {
     /// frame sent meanwhile waited behind them.
     static let window = 4 * chunkBytes
     /// Chunk bytes unacknowledged at most while small frames go to the node
-    /// too: one chunk, so a small frame finds at most one ahead of it in the
-    /// socket. In W2S on the 2-core VM (alternating builds, three runs
-    /// each), one chunk against four took W2's p50 from 133–172 to 35–39 µs
-    /// and its p99 from 1.6–1.9 ms to 0.31 ms, the stream beside it from
-    /// 1.5–1.8 to 1.1–1.2 GB/s; two chunks gave 52–62 µs and 0.4–1.0 ms.
+    /// too: one chunk, so a small frame finds one or two ahead of it in the
+    /// socket (a message's short last chunk and the next one's first). In
+    /// W2S on the 2-core VM (alternating builds, three runs each), this
+    /// window against four chunks throughout took W2's p50 from 132–136 to
+    /// 37–40 µs and its p99 from 1.43–1.62 ms to 290–322 µs, and the stream
+    /// beside it from 1.77–1.91 to 0.98–1.09 GB/s; two chunks throughout
+    /// gave 52–62 µs and 0.4–1.0 ms.
     static let windowBesideSmallFrames = chunkBytes
 
     private struct Entry {
