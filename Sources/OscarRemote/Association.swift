@@ -171,15 +171,21 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     /// Queues a tell or ask whose whole frame was encoded off this loop, with
-    /// correlation 0 (the loop assigns it). A large frame that finds the
-    /// batch empty becomes the batch, uncopied, and so reaches the large lane
-    /// without this loop ever copying its bytes. A small one is appended: the
-    /// batch keeps the capacity it grew to.
+    /// correlation 0 (the loop assigns it). A message larger than a chunk
+    /// goes to the large lane in the buffer it came in (`sendLarge(frame:)`).
+    /// A small one is appended: the batch keeps the capacity it grew to (a
+    /// large frame to a system actor that finds the batch empty becomes it).
     package func send(
         frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
         reply: (any ReplyTarget)?
     ) {
         var frame = frame
+        if frame.count - 4 > LargeMessageLane.chunkBytes, !Self.isControl(recipient) {
+            // Consumed: with a second reference alive, setting its
+            // correlation would copy the whole message.
+            return sendLarge(
+                frame: consume frame, kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply)
+        }
         enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) { out, correlation in
             let start = out.count
             if out.isEmpty, frame.count > LargeMessageLane.chunkBytes {
@@ -198,20 +204,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
         write: (inout [UInt8], UInt64) throws(CBORError) -> Void
     ) {
-        loop.preconditionInEventLoop()
-        if uid != 0, peerUID != 0, uid != peerUID {
-            refuse(manifest, reply, .nodeUnreachable(node, "incarnation \(uid) of \(node) is gone (now \(peerUID))"))
-            return
-        }
-        if connection == nil, uv_hrtime() < gatedUntil {
-            refuse(manifest, reply, .nodeUnreachable(node, gateReason))
-            return
-        }
         let lane: Lane = Self.isControl(recipient) ? .control : .ordinary
-        guard hasRoom(in: lane) else {
-            refuse(manifest, reply, .outboundFull(node))
-            return
-        }
+        guard admits(manifest, reply, uid: uid, lane: lane) else { return }
         let correlation = reply == nil ? 0 : nextCorrelation
         let start = count(lane)
         do {
@@ -244,6 +238,47 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         outboundChanged()
     }
 
+    /// Whether a message to incarnation `uid` may be queued on `lane` now;
+    /// if not, it is refused (a tell becomes a dead letter, an ask fails).
+    private func admits(_ manifest: String, _ reply: (any ReplyTarget)?, uid: UInt64, lane: Lane) -> Bool {
+        loop.preconditionInEventLoop()
+        if uid != 0, peerUID != 0, uid != peerUID {
+            refuse(manifest, reply, .nodeUnreachable(node, "incarnation \(uid) of \(node) is gone (now \(peerUID))"))
+            return false
+        }
+        if connection == nil, uv_hrtime() < gatedUntil {
+            refuse(manifest, reply, .nodeUnreachable(node, gateReason))
+            return false
+        }
+        guard hasRoom(in: lane) else {
+            refuse(manifest, reply, .outboundFull(node))
+            return false
+        }
+        return true
+    }
+
+    /// Queues a frame larger than a chunk, encoded off this loop, on the
+    /// large lane in the buffer it came in, whatever the ordinary lane holds.
+    /// Appended to a batch that held small frames, a 16 MiB message was
+    /// copied on this loop (milliseconds, with fresh pages), and every small
+    /// frame waited for it. The frames already batched still go first: the
+    /// lane writes only once the batch is handed over.
+    private func sendLarge(
+        frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
+        reply: (any ReplyTarget)?
+    ) {
+        guard admits(manifest, reply, uid: uid, lane: .ordinary) else { return }
+        let size = frame.count - 4
+        let limit = transport.settings.maxMessageSize
+        guard size <= limit else { return refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit)) }
+        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
+            return refuse(manifest, reply, .outboundFull(node))
+        }
+        let correlation = reply == nil ? 0 : nextCorrelation
+        WireEnvelope.setCorrelation(correlation, kind: kind, in: &frame, frameAt: 0)
+        queueLarge(frame, bodyStart: 4, size: size, recipient: recipient, reply: reply, correlation: correlation)
+    }
+
     /// Takes the frame of `size` bytes just appended to `outbound` at
     /// `start` out of it, and returns a buffer holding its body from
     /// `bodyStart` on, for the large lane; nil when the large lane's bound
@@ -273,11 +308,20 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         guard let taken = takeForLargeLane(from: start, size: size) else {
             return refuse(manifest, reply, .outboundFull(node))
         }
+        queueLarge(
+            taken.buffer, bodyStart: taken.bodyStart, size: size, recipient: recipient, reply: reply,
+            correlation: correlation)
+    }
+
+    /// Queues the message that `buffer` holds from `bodyStart` on (`size`
+    /// bytes, chunked if larger than a chunk) on the large lane.
+    private func queueLarge(
+        _ buffer: [UInt8], bodyStart: Int, size: Int, recipient: String, reply: (any ReplyTarget)?, correlation: UInt64
+    ) {
         if let reply { awaitReply(reply, correlation: correlation) }
         // An injected drop loses the whole message; delays do not apply here.
         if let filter = transport.frameFilter, case .drop = filter.outboundFate(to: node, bytes: size) { return }
-        large.enqueue(
-            taken.buffer, bodyStart: taken.bodyStart, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
+        large.enqueue(buffer, bodyStart: bodyStart, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
         transport.stats.add(.framesOut)
         outboundChanged()
     }

@@ -21,6 +21,31 @@ import Testing
         typealias Reply = [Pair]
     }
 
+    /// A numbered tell of some size, for the order test.
+    struct Numbered: Message {
+        typealias Reply = Done
+        var seq: Int
+        var data: Data
+    }
+    struct Received: Message {
+        typealias Reply = [Int]
+    }
+
+    /// Records the number and size of every `Numbered` tell, in arrival order.
+    final class Recorder: Reactor {
+        var arrived: [Int] = []
+        static func reactions(_ r: inout Reactions<Recorder>) {
+            r.on(
+                Numbered.self,
+                do: { me, m in
+                    // The bytes are checked too: each is the message's number.
+                    let whole = m.data.allSatisfy { $0 == UInt8(truncatingIfNeeded: m.seq) }
+                    me.arrived += [m.seq, whole ? m.data.count : -1]
+                })
+            r.on(Received.self, result: { me, _ in me.arrived })
+        }
+    }
+
     /// Keeps every pair it is sent and echoes it back.
     final class Keeper: Reactor {
         var kept: [Pair] = []
@@ -57,5 +82,41 @@ import Testing
         }
         let kept = try await keeper.ask(Kept(), timeout: .seconds(30))
         #expect(kept == sent)
+    }
+
+    /// Tells of random sizes, from off the transport's loop, in bursts: small
+    /// ones batch up while large ones (some just over a chunk) arrive and
+    /// go to the large lane, and tells to a second actor mix in. Each
+    /// recipient gets its own in the order sent, whole.
+    @Test func tellsOfMixedSizesFromOffTheLoopArriveWholeAndInOrder() async throws {
+        let settings = ClusterNode.Settings(port: 0, secret: "a-long-cluster-secret", loopCount: 2)
+        let a = try ClusterNode(settings: settings)
+        let b = try ClusterNode(settings: settings) {
+            $0.nodeSingleton("first") { Recorder() }
+            $0.nodeSingleton("second") { Recorder() }
+        }
+        defer { shutDown(a, b) }
+        let first = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/first")!
+        let second = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/second")!
+        _ = try await first.ask(Received(), timeout: .seconds(30))  // connected
+        let sizes = [0, 10, 1_000, 65_400, 65_600, 70_000, 300_000, 1_000_000]
+        var sent: [[Int]] = [[], []]  // what each recorder has got so far
+        for seed in UInt64(1)...4 {
+            var random = SplitMix64(seed: seed)
+            for seq in 0..<60 {
+                let size = sizes[Int.random(in: 0..<sizes.count, using: &random)]
+                let to = Int.random(in: 0...3, using: &random) == 0 ? 1 : 0
+                let message = Numbered(seq: seq, data: Data(repeating: UInt8(truncatingIfNeeded: seq), count: size))
+                ([first, second][to]).tell(message)
+                sent[to] += [seq, size]
+            }
+            // Asked after the tells, so answered after they arrived.
+            let arrived = [
+                try await first.ask(Received(), timeout: .seconds(60)),
+                try await second.ask(Received(), timeout: .seconds(60)),
+            ]
+            #expect(arrived[0] == sent[0], "seed \(seed): to the first actor")
+            #expect(arrived[1] == sent[1], "seed \(seed): to the second actor")
+        }
     }
 }
