@@ -70,6 +70,9 @@ package final class CBOREncoding: Encoder {
     /// Where the value being encoded now begins, to tell a container it
     /// opened from one a sibling left open.
     private var valueStart = -1
+    /// Non-nil: a `Data` of `CBORSplice.threshold` bytes or more is not
+    /// copied but listed here, in the order of its offsets (see `CBORSplice`).
+    package var splices: [CBORSplice]?
 
     /// `capacity` 0 for an encoding that writes into a buffer it is given
     /// (`encode(_:appendingTo:)`), which then allocates none of its own.
@@ -80,7 +83,13 @@ package final class CBOREncoding: Encoder {
 
     package func encodeValue<T: Encodable>(_ value: T) throws {
         if T.self == Data.self {
-            writer.byteString(value as! Data)
+            let data = value as! Data
+            if splices != nil, data.count >= CBORSplice.threshold {
+                writer.head(2, UInt64(data.count))
+                splices!.append(CBORSplice(offset: writer.bytes.count, data: data))
+            } else {
+                writer.byteString(data)
+            }
         } else if T.self == Date.self {
             writer.head(6, 1)
             writer.double((value as! Date).timeIntervalSince1970)
@@ -122,6 +131,14 @@ package final class CBOREncoding: Encoder {
                 var head = CBORWriter(capacity: 9)
                 head.head(frame.major, frame.count)
                 writer.bytes.replaceSubrange(frame.head...frame.head, with: head.bytes)
+                // What follows the head moved, spliced bytes' places too.
+                if splices != nil {
+                    var i = splices!.count - 1
+                    while i >= 0, splices![i].offset > frame.head {
+                        splices![i].offset += head.bytes.count - 1
+                        i -= 1
+                    }
+                }
             }
         }
     }

@@ -176,16 +176,20 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// A small one is appended: the batch keeps the capacity it grew to (a
     /// large frame to a system actor that finds the batch empty becomes it).
     package func send(
-        frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
-        reply: (any ReplyTarget)?
+        frame: consuming [UInt8], splices: [CBORSplice] = [], kind: WireKind, recipient: String, manifest: String,
+        uid: UInt64, reply: (any ReplyTarget)?
     ) {
         var frame = frame
-        if frame.count - 4 > LargeMessageLane.chunkBytes, !Self.isControl(recipient) {
+        let spliced = CBORSplice.byteCount(splices)
+        if frame.count - 4 + spliced > LargeMessageLane.chunkBytes, !Self.isControl(recipient) {
             // Consumed: with a second reference alive, setting its
             // correlation would copy the whole message.
             return sendLarge(
-                frame: consume frame, kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply)
+                frame: consume frame, splices: splices, kind: kind, recipient: recipient, manifest: manifest, uid: uid,
+                reply: reply)
         }
+        // The control lane holds plain bytes.
+        if !splices.isEmpty { frame = CBORSplice.materialize(frame, splices) }
         enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) { out, correlation in
             let start = out.count
             if out.isEmpty, frame.count > LargeMessageLane.chunkBytes {
@@ -264,11 +268,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// frame waited for it. The frames already batched still go first: the
     /// lane writes only once the batch is handed over.
     private func sendLarge(
-        frame: consuming [UInt8], kind: WireKind, recipient: String, manifest: String, uid: UInt64,
-        reply: (any ReplyTarget)?
+        frame: consuming [UInt8], splices: [CBORSplice], kind: WireKind, recipient: String, manifest: String,
+        uid: UInt64, reply: (any ReplyTarget)?
     ) {
         guard admits(manifest, reply, uid: uid, lane: .ordinary) else { return }
-        let size = frame.count - 4
+        let size = frame.count - 4 + CBORSplice.byteCount(splices)
         let limit = transport.settings.maxMessageSize
         guard size <= limit else { return refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit)) }
         guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
@@ -276,7 +280,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         let correlation = reply == nil ? 0 : nextCorrelation
         WireEnvelope.setCorrelation(correlation, kind: kind, in: &frame, frameAt: 0)
-        queueLarge(frame, bodyStart: 4, size: size, recipient: recipient, reply: reply, correlation: correlation)
+        queueLarge(
+            frame, bodyStart: 4, splices: splices, size: size, recipient: recipient, reply: reply,
+            correlation: correlation)
     }
 
     /// Takes the frame of `size` bytes just appended to `outbound` at
@@ -316,12 +322,15 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Queues the message that `buffer` holds from `bodyStart` on (`size`
     /// bytes, chunked if larger than a chunk) on the large lane.
     private func queueLarge(
-        _ buffer: [UInt8], bodyStart: Int, size: Int, recipient: String, reply: (any ReplyTarget)?, correlation: UInt64
+        _ buffer: [UInt8], bodyStart: Int, splices: [CBORSplice] = [], size: Int, recipient: String,
+        reply: (any ReplyTarget)?, correlation: UInt64
     ) {
         if let reply { awaitReply(reply, correlation: correlation) }
         // An injected drop loses the whole message; delays do not apply here.
         if let filter = transport.frameFilter, case .drop = filter.outboundFate(to: node, bytes: size) { return }
-        large.enqueue(buffer, bodyStart: bodyStart, recipient: recipient, whole: size <= LargeMessageLane.chunkBytes)
+        large.enqueue(
+            buffer, bodyStart: bodyStart, splices: splices, recipient: recipient,
+            whole: size <= LargeMessageLane.chunkBytes)
         transport.stats.add(.framesOut)
         outboundChanged()
     }

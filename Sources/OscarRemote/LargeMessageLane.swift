@@ -1,3 +1,5 @@
+import OscarCBOR
+
 /// The sending side of the large-message lane of one association: messages
 /// too large for one frame wait here and leave as chunk frames, a few at a
 /// time, between the ordinary frames.
@@ -43,7 +45,11 @@ struct LargeMessageLane {
         /// the association hands that over rather than copying the frame out.
         var buffer: [UInt8]
         var bodyStart: Int
-        var bodyCount: Int { buffer.count - bodyStart }
+        /// Large byte strings left out of `buffer` (offsets in it), written
+        /// into the chunks from their own storage.
+        var splices: [CBORSplice]
+        var splicedBytes: Int
+        var bodyCount: Int { buffer.count - bodyStart + splicedBytes }
         /// Whose order it keeps (nil for a reply, which has no recipient).
         var recipient: String?
         /// Bytes of the body already sent in chunks.
@@ -67,10 +73,15 @@ struct LargeMessageLane {
     /// Whether a frame to `recipient` must queue here to keep its order.
     func holds(recipient: String) -> Bool { !recipients.isEmpty && recipients[recipient] != nil }
 
-    /// Queues the frame body that `buffer` holds from `bodyStart` on:
-    /// chunked if `whole` is false, else sent as it is.
-    mutating func enqueue(_ buffer: [UInt8], bodyStart: Int = 0, recipient: String?, whole: Bool) {
-        let entry = Entry(buffer: buffer, bodyStart: bodyStart, recipient: recipient, whole: whole)
+    /// Queues the frame body that `buffer` holds from `bodyStart` on, with
+    /// `splices` written in: chunked if `whole` is false, else sent as it is
+    /// (a whole body has no splices: a splice alone is larger than a chunk).
+    mutating func enqueue(
+        _ buffer: [UInt8], bodyStart: Int = 0, splices: [CBORSplice] = [], recipient: String?, whole: Bool
+    ) {
+        let entry = Entry(
+            buffer: buffer, bodyStart: bodyStart, splices: splices, splicedBytes: CBORSplice.byteCount(splices),
+            recipient: recipient, whole: whole && splices.isEmpty)
         entries.append(entry)
         queuedBytes += entry.bodyCount
         if let recipient { recipients[recipient, default: 0] += 1 }
@@ -87,8 +98,6 @@ struct LargeMessageLane {
             return frame
         }
         guard unacknowledged < window else { return nil }
-        let buffer = entries[head].buffer
-        let bodyStart = entries[head].bodyStart
         let bodyCount = entries[head].bodyCount
         let start = entries[head].sent
         let count = min(Self.chunkBytes, bodyCount - start)
@@ -97,11 +106,35 @@ struct LargeMessageLane {
         frame.append(WireKind.chunk.rawValue)
         frame.append(first ? Self.firstChunk : 0)
         if first { Self.appendUInt32(UInt32(bodyCount), to: &frame) }
-        frame.append(contentsOf: buffer[bodyStart + start..<bodyStart + start + count])
+        Self.appendBody(of: entries[head], from: start, count: count, to: &frame)
         entries[head].sent += count
         unacknowledged += count
         if entries[head].sent == bodyCount { finishEntry() }
         return frame
+    }
+
+    /// Appends `count` bytes of the entry's body from `start` on: the
+    /// pieces of its buffer between the splices, and the splices' bytes.
+    private static func appendBody(of entry: Entry, from start: Int, count: Int, to frame: inout [UInt8]) {
+        let end = start + count
+        var position = 0  // in the body, where the next piece starts
+        var cursor = entry.bodyStart  // in the buffer, where the next buffer piece starts
+        func append(_ piece: UnsafeRawBufferPointer) {
+            let low = max(start, position)
+            let high = min(end, position + piece.count)
+            if low < high {
+                frame.append(contentsOf: UnsafeRawBufferPointer(rebasing: piece[(low - position)..<(high - position)]))
+            }
+            position += piece.count
+        }
+        entry.buffer.withUnsafeBytes { buffer in
+            for splice in entry.splices where position < end {
+                append(UnsafeRawBufferPointer(rebasing: buffer[cursor..<splice.offset]))
+                cursor = splice.offset
+                splice.data.withUnsafeBytes { append($0) }
+            }
+            if position < end { append(UnsafeRawBufferPointer(rebasing: buffer[cursor...])) }
+        }
     }
 
     private mutating func finishEntry() {
@@ -112,6 +145,7 @@ struct LargeMessageLane {
         }
         entries[head].buffer = []
         entries[head].bodyStart = 0
+        entries[head].splices = []
         head += 1
         if head == entries.count {
             entries.removeAll(keepingCapacity: true)

@@ -28,35 +28,53 @@ final class RemoteTarget: MessageTarget {
             return
         }
         // Off the loop: the whole frame is encoded here, on the caller's
-        // thread, and handed over (see `Association.send(frame:)`).
-        send(manifest: M.manifest, reply: reply) { out throws(CBORError) in
-            try CBOREncoder().encode(message, appendingTo: &out)
+        // thread, and handed over (see `Association.send(frame:)`). A large
+        // `Data` in it is not copied but spliced in, chunk by chunk, as the
+        // loop sends it.
+        send(manifest: M.manifest, reply: reply) { out, splices throws(CBORError) in
+            let encoding = CBOREncoding(capacity: 0)
+            encoding.splices = []
+            try CBOREncoder().encode(message, appendingTo: &out, using: encoding)
+            splices = encoding.splices ?? []
         }
     }
 
     package func deliverEncoded(manifest: RawSpan, payload: RawSpan, reply: (any ReplyTarget)?) {
-        send(manifest: manifest.utf8Text, reply: reply) { payload.append(to: &$0) }
+        send(manifest: manifest.utf8Text, reply: reply) { out, _ in payload.append(to: &out) }
     }
 
     /// Encodes a whole frame here and hands it to the association, on its
     /// loop, which assigns its correlation and checks it against the
-    /// maximum size.
+    /// maximum size. Its length prefix counts the spliced bytes.
     private func send(
-        manifest: String, reply: (any ReplyTarget)?, payload: (inout [UInt8]) throws(CBORError) -> Void
+        manifest: String, reply: (any ReplyTarget)?,
+        payload: (inout [UInt8], inout [CBORSplice]) throws(CBORError) -> Void
     ) {
         let (association, path, uid) = (self.association, address.path, address.node.uid)
         let kind: WireKind = reply == nil ? .tell : .ask
         var frame: [UInt8] = []
+        var splices: [CBORSplice] = []
         do {
-            try WireEnvelope.append(to: &frame, kind: kind, recipient: path, manifest: manifest, payload: payload)
+            try WireEnvelope.append(to: &frame, kind: kind, recipient: path, manifest: manifest) {
+                (out) throws(CBORError) in try payload(&out, &splices)
+            }
         } catch {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
             return
         }
-        let transit = FrameInTransit(frame)
+        if !splices.isEmpty {
+            let length = frame.count - 4 + CBORSplice.byteCount(splices)
+            guard length <= UInt32.max else {
+                refuse(manifest, reply, .messageTooLarge(bytes: length, limit: Int(UInt32.max)))
+                return
+            }
+            WireEnvelope.setLength(length, in: &frame, frameAt: 0)
+        }
+        let transit = FrameInTransit(frame, splices)
         let send: @Sendable () -> Void = {
+            let (frame, splices) = transit.take()
             association.send(
-                frame: transit.take(), kind: kind, recipient: path, manifest: manifest, uid: uid, reply: reply)
+                frame: frame, splices: splices, kind: kind, recipient: path, manifest: manifest, uid: uid, reply: reply)
         }
         if transport.ioLoop.inEventLoop {
             send()
@@ -76,12 +94,16 @@ final class RemoteTarget: MessageTarget {
 /// all of it.
 private final class FrameInTransit: @unchecked Sendable {
     private var frame: [UInt8]
-    init(_ frame: [UInt8]) { self.frame = frame }
+    private var splices: [CBORSplice]
+    init(_ frame: [UInt8], _ splices: [CBORSplice]) {
+        self.frame = frame
+        self.splices = splices
+    }
     /// Unchecked but safe: called once, on the loop, after the hand-over
     /// that `EventLoop.execute` orders after `init`.
-    func take() -> [UInt8] {
+    func take() -> ([UInt8], [CBORSplice]) {
         var taken: [UInt8] = []
         swap(&taken, &frame)
-        return taken
+        return (taken, splices)
     }
 }

@@ -116,7 +116,12 @@ package struct WireEnvelope {
             out.removeSubrange(start...)
             throw error
         }
-        let length = UInt32(out.count - start - 4)
+        setLength(out.count - start - 4, in: &out, frameAt: start)
+    }
+
+    /// Writes the length prefix of the frame at `start`.
+    package static func setLength(_ length: Int, in out: inout [UInt8], frameAt start: Int) {
+        let length = UInt32(length)
         out[start] = UInt8(length >> 24)
         out[start + 1] = UInt8(truncatingIfNeeded: length >> 16)
         out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)

@@ -1,6 +1,8 @@
+import Foundation
 import Oscar
 import Testing
 
+@testable import OscarCBOR
 @testable import OscarRemote
 
 /// The large-message lane's two halves, driven directly: whatever the sizes,
@@ -60,9 +62,24 @@ import Testing
                 // Handed over in the buffer it was encoded into, behind other
                 // frames (junk here), or alone.
                 let ahead = [0, Int.random(in: 1...300, using: &random)][Int.random(in: 0...1, using: &random)]
-                let buffer = [UInt8](repeating: 0xEE, count: ahead) + body
+                // Some of a large body's bytes stay out of the buffer, spliced
+                // in from their own storage (as a large `Data` is).
+                var buffer = [UInt8](repeating: 0xEE, count: ahead)
+                var splices: [CBORSplice] = []
+                var cut = 0
+                if body.count > LargeMessageLane.chunkBytes, Bool.random(using: &random) {
+                    for _ in 0..<Int.random(in: 1...3, using: &random) where cut < body.count {
+                        let from = Int.random(in: cut...body.count, using: &random)
+                        let to = Int.random(in: from...body.count, using: &random)
+                        buffer += body[cut..<from]
+                        splices.append(CBORSplice(offset: buffer.count, data: Data(body[from..<to])))
+                        cut = to
+                    }
+                }
+                buffer += body[cut...]
                 lane.enqueue(
-                    buffer, bodyStart: ahead, recipient: "/user/a", whole: body.count <= LargeMessageLane.chunkBytes)
+                    buffer, bodyStart: ahead, splices: splices, recipient: "/user/a",
+                    whole: body.count <= LargeMessageLane.chunkBytes)
                 sent.append(body)
             }
             #expect(lane.holds(recipient: "/user/a"))

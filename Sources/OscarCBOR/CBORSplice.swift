@@ -1,0 +1,38 @@
+import Foundation
+
+/// A large byte string left out of an encoding: its head is in the encoded
+/// bytes, and its bytes are still in `data`, to be written from there at
+/// `offset`.
+///
+/// Why: a node sends a message encoded off its I/O loop as chunks, which the
+/// loop copies out one at a time anyway. Copying a 16 MiB `Data` into the
+/// encoding first took milliseconds of a thread that, on two cores, pushed
+/// an I/O loop off its core meanwhile (W2S in docs/BENCHMARKS.md).
+package struct CBORSplice: Sendable {
+    /// Where the bytes belong in the encoded buffer: right after the byte
+    /// string's head.
+    package var offset: Int
+    package let data: Data
+
+    /// Byte strings at least this long are spliced, when an encoding asks
+    /// for splices: below it, copying is cheaper than keeping the `Data`.
+    package static let threshold = 64 * 1024
+
+    /// The bytes of all `splices` together.
+    package static func byteCount(_ splices: [CBORSplice]) -> Int { splices.reduce(0) { $0 + $1.data.count } }
+
+    /// `bytes` with every splice's bytes written in at its offset: the
+    /// encoding as it would be without splices.
+    package static func materialize(_ bytes: [UInt8], _ splices: [CBORSplice]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + byteCount(splices))
+        var cursor = 0
+        for splice in splices {
+            out.append(contentsOf: bytes[cursor..<splice.offset])
+            splice.data.withUnsafeBytes { out.append(contentsOf: $0) }
+            cursor = splice.offset
+        }
+        out.append(contentsOf: bytes[cursor...])
+        return out
+    }
+}
