@@ -44,6 +44,7 @@ package struct CBOREncoder: Sendable {
     {
         encoder.frames.removeAll(keepingCapacity: true)
         let start = buffer.count
+        let splicesBefore = encoder.splices?.count ?? 0
         swap(&encoder.writer.bytes, &buffer)
         defer { swap(&encoder.writer.bytes, &buffer) }
         do {
@@ -51,6 +52,7 @@ package struct CBOREncoder: Sendable {
             encoder.closeFrames(downTo: 0)
         } catch {
             encoder.writer.bytes.removeSubrange(start...)
+            encoder.splices?.removeSubrange(splicesBefore...)
             throw (error as? CBORError) ?? .invalid("\(error)")
         }
     }

@@ -8,6 +8,13 @@ import Foundation
 /// loop copies out one at a time anyway. Copying a 16 MiB `Data` into the
 /// encoding first took milliseconds of a thread that, on two cores, pushed
 /// an I/O loop off its core meanwhile (W2S in docs/BENCHMARKS.md).
+///
+/// What it means for a sender: a spliced `Data`'s bytes are read when its
+/// chunks go, after `tell` or `ask` returned. A `Data` is a value, so that
+/// changes nothing, except for one made with `bytesNoCopy` over memory the
+/// sender reuses or frees (deallocator `.none`), which must not change
+/// until the message has left. A slice keeps its whole storage alive until
+/// then.
 package struct CBORSplice: Sendable {
     /// Where the bytes belong in the encoded buffer: right after the byte
     /// string's head.

@@ -188,7 +188,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
                 frame: consume frame, splices: splices, kind: kind, recipient: recipient, manifest: manifest, uid: uid,
                 reply: reply)
         }
-        // The control lane holds plain bytes.
+        // The control lane holds plain bytes (`RemoteTarget` splices nothing
+        // for a system actor; this is the fallback).
         if !splices.isEmpty { frame = CBORSplice.materialize(frame, splices) }
         enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) { out, correlation in
             let start = out.count

@@ -30,10 +30,11 @@ final class RemoteTarget: MessageTarget {
         // Off the loop: the whole frame is encoded here, on the caller's
         // thread, and handed over (see `Association.send(frame:)`). A large
         // `Data` in it is not copied but spliced in, chunk by chunk, as the
-        // loop sends it.
+        // loop sends it (not to a system actor: its lane holds plain bytes).
+        let splicing = !Association.isControl(address.path)
         send(manifest: M.manifest, reply: reply) { out, splices throws(CBORError) in
             let encoding = CBOREncoding(capacity: 0)
-            encoding.splices = []
+            if splicing { encoding.splices = [] }
             try CBOREncoder().encode(message, appendingTo: &out, using: encoding)
             splices = encoding.splices ?? []
         }
@@ -103,7 +104,9 @@ private final class FrameInTransit: @unchecked Sendable {
     /// that `EventLoop.execute` orders after `init`.
     func take() -> ([UInt8], [CBORSplice]) {
         var taken: [UInt8] = []
+        var takenSplices: [CBORSplice] = []
         swap(&taken, &frame)
-        return (taken, splices)
+        swap(&takenSplices, &splices)
+        return (taken, takenSplices)
     }
 }

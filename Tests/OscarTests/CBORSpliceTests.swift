@@ -45,4 +45,46 @@ import Testing
             #expect(try CBORDecoder().decode(Value.self, from: Array(materialized.dropFirst(3))) == value)
         }
     }
+
+    /// The cases a random value rarely reaches: a large `Data` right before
+    /// a sibling container whose head grows (its splice must not move), a
+    /// map of 30 entries, an array of 300 (a 3-byte head), and an encoding
+    /// that throws, which leaves no splice behind.
+    @Test func splicesStayInPlaceWhereHeadsGrowAndAFailedEncodingLeavesNone() throws {
+        let big = Data((0..<(CBORSplice.threshold + 7)).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        struct BigThenList: Codable { var nested: [[Data]]; var ints: [[Int]] }
+        struct Failing: Encodable {
+            struct Refused: Error {}
+            func encode(to encoder: any Encoder) throws { throw Refused() }
+        }
+        struct BigThenFailing: Encodable {
+            var data: Data
+            var failing = Failing()
+        }
+        func check<T: Encodable>(_ value: T, _ label: String) throws {
+            let encoding = CBOREncoding(capacity: 0)
+            encoding.splices = []
+            var out: [UInt8] = [9]
+            try CBOREncoder().encode(value, appendingTo: &out, using: encoding)
+            #expect(!(encoding.splices ?? []).isEmpty, "\(label): nothing spliced")
+            #expect(
+                Array(CBORSplice.materialize(out, encoding.splices ?? []).dropFirst())
+                    == (try CBOREncoder().encode(value)),
+                "\(label)")
+        }
+        try check([[big], (0..<25).map { _ in Data([1]) }], "a large Data, then a sibling of 25")
+        try check(BigThenList(nested: [[big]], ints: [Array(0..<30)]), "a large Data, then a list of 30")
+        try check(
+            Dictionary(uniqueKeysWithValues: (0..<30).map { ("k\($0)", $0 % 7 == 0 ? big : Data([2])) }), "a map of 30")
+        try check((0..<300).map { $0 == 150 || $0 == 299 ? big : Data([3]) }, "an array of 300")
+
+        let encoding = CBOREncoding(capacity: 0)
+        encoding.splices = []
+        var out: [UInt8] = [9]
+        #expect(throws: (any Error).self) {
+            try CBOREncoder().encode(BigThenFailing(data: big), appendingTo: &out, using: encoding)
+        }
+        #expect(out == [9])
+        #expect(encoding.splices?.isEmpty == true)
+    }
 }
