@@ -36,7 +36,7 @@ package struct CBORSplice: Sendable {
         var cursor = 0
         for splice in splices {
             out.append(contentsOf: bytes[cursor..<splice.offset])
-            splice.data.withUnsafeBytes { out.append(contentsOf: $0) }
+            out.append(contentsOf: splice.data)
             cursor = splice.offset
         }
         out.append(contentsOf: bytes[cursor...])
