@@ -4,10 +4,11 @@ import Foundation
 /// bytes, and its bytes are still in `data`, to be written from there at
 /// `offset`.
 ///
-/// Why: a node sends a message encoded off its I/O loop as chunks, which the
-/// loop copies out one at a time anyway. Copying a 16 MiB `Data` into the
-/// encoding first took milliseconds of a thread that, on two cores, pushed
-/// an I/O loop off its core meanwhile (W2S in docs/BENCHMARKS.md).
+/// Why: a node sends a large message as chunks, which its I/O loop copies
+/// out one at a time anyway. Copying a 16 MiB `Data` into the encoding
+/// first took milliseconds: of a thread that, on two cores, pushed an I/O
+/// loop off its core meanwhile, or of the loop itself (W2S and W5 in
+/// docs/BENCHMARKS.md).
 ///
 /// What it means for a sender: a spliced `Data`'s bytes are read when its
 /// chunks go, after `tell` or `ask` returned. A `Data` is a value, so that

@@ -157,12 +157,14 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     // MARK: - Sending (I/O loop)
 
     /// Queues a tell or ask; `payload` appends the message's CBOR to the
-    /// outbound batch (and may fail: then nothing is queued).
+    /// outbound batch (and may fail: then nothing is queued). With
+    /// `splicing`, a payload encoded with `encoding` leaves a large `Data`
+    /// out of the batch, for the large lane to copy from its own storage.
     package func send(
         kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
-        payload: (inout [UInt8]) throws(CBORError) -> Void
+        splicing: Bool = false, payload: (inout [UInt8]) throws(CBORError) -> Void
     ) {
-        enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply) {
+        enqueue(kind: kind, recipient: recipient, manifest: manifest, uid: uid, reply: reply, splicing: splicing) {
             out, correlation throws(CBORError) in
             try WireEnvelope.append(
                 to: &out, kind: kind, correlation: correlation, recipient: recipient, manifest: manifest,
@@ -207,12 +209,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// the size limit, the large lane and the fault filter after.
     private func enqueue(
         kind: WireKind, recipient: String, manifest: String, uid: UInt64, reply: (any ReplyTarget)?,
-        write: (inout [UInt8], UInt64) throws(CBORError) -> Void
+        splicing: Bool = false, write: (inout [UInt8], UInt64) throws(CBORError) -> Void
     ) {
         let lane: Lane = Self.isControl(recipient) ? .control : .ordinary
         guard admits(manifest, reply, uid: uid, lane: lane) else { return }
         let correlation = reply == nil ? 0 : nextCorrelation
         let start = count(lane)
+        // Only the ordinary lane's large messages can carry splices.
+        let splicing = splicing && lane == .ordinary
+        if splicing { encoding.splices = [] }
+        defer { if splicing { encoding.splices = nil } }
         do {
             switch lane {
             case .ordinary: try write(&outbound, correlation)
@@ -222,16 +228,18 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
             return
         }
-        let size = count(lane) - start - 4
+        let splices = splicing ? encoding.splices ?? [] : []
+        let size = count(lane) - start - 4 + CBORSplice.byteCount(splices)
         let limit = lane == .ordinary ? transport.settings.maxMessageSize : transport.settings.maxFrameSize
         if size > limit {
             removeFrames(lane, from: start)
             refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
             return
         }
+        if !splices.isEmpty { WireEnvelope.setLength(size, in: &outbound, frameAt: start) }
         if lane == .ordinary, size > LargeMessageLane.chunkBytes || large.holds(recipient: recipient) {
             return sendLarge(
-                from: start, size: size, recipient: recipient, manifest: manifest, reply: reply,
+                from: start, size: size, splices: splices, recipient: recipient, manifest: manifest, reply: reply,
                 correlation: correlation)
         }
         if let reply { awaitReply(reply, correlation: correlation) }
@@ -309,14 +317,20 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Moves the message just appended to `outbound` at `start` to the large
     /// lane (chunked if larger than a chunk).
     private func sendLarge(
-        from start: Int, size: Int, recipient: String, manifest: String, reply: (any ReplyTarget)?,
-        correlation: UInt64
+        from start: Int, size: Int, splices: [CBORSplice], recipient: String, manifest: String,
+        reply: (any ReplyTarget)?, correlation: UInt64
     ) {
         guard let taken = takeForLargeLane(from: start, size: size) else {
             return refuse(manifest, reply, .outboundFull(node))
         }
+        // The splices' offsets are in `outbound`; a body copied out of it
+        // starts at 0 in its own buffer.
+        var splices = splices
+        if taken.bodyStart == 0 {
+            for i in splices.indices { splices[i].offset -= start + 4 }
+        }
         queueLarge(
-            taken.buffer, bodyStart: taken.bodyStart, size: size, recipient: recipient, reply: reply,
+            taken.buffer, bodyStart: taken.bodyStart, splices: splices, size: size, recipient: recipient, reply: reply,
             correlation: correlation)
     }
 

@@ -18,10 +18,11 @@ final class RemoteTarget: MessageTarget {
 
     package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
         if transport.ioLoop.inEventLoop {
-            // On the connection's loop: encode straight into the outbound batch.
+            // On the connection's loop: encode straight into the outbound
+            // batch, a large `Data` spliced (see `Association.send`).
             association.send(
                 kind: reply == nil ? .tell : .ask, recipient: address.path, manifest: M.manifest, uid: address.node.uid,
-                reply: reply
+                reply: reply, splicing: true
             ) { [association] out throws(CBORError) in
                 try CBOREncoder().encode(message, appendingTo: &out, using: association.encoding)
             }

@@ -46,6 +46,30 @@ import Testing
         }
     }
 
+    /// Tells `to` a `Numbered` of each size, from its reaction: on the
+    /// node's only loop, where the connection lives, so each is encoded
+    /// straight into the outbound batch.
+    struct Burst: Message {
+        typealias Reply = Int
+        var to: ActorRef
+        var firstSeq: Int
+        var sizes: [Int]
+    }
+    final class Sender: Reactor {
+        static func reactions(_ r: inout Reactions<Sender>) {
+            r.on(
+                Burst.self,
+                result: { _, m in
+                    for (n, size) in m.sizes.enumerated() {
+                        let seq = m.firstSeq + n
+                        m.to.tell(
+                            Numbered(seq: seq, data: Data(repeating: UInt8(truncatingIfNeeded: seq), count: size)))
+                    }
+                    return m.sizes.count
+                })
+        }
+    }
+
     /// Keeps every pair it is sent and echoes it back.
     final class Keeper: Reactor {
         var kept: [Pair] = []
@@ -117,6 +141,32 @@ import Testing
             ]
             #expect(arrived[0] == sent[0], "seed \(seed): to the first actor")
             #expect(arrived[1] == sent[1], "seed \(seed): to the second actor")
+        }
+    }
+
+    /// The same from an actor on the sending node's only loop, where the
+    /// connection lives: there a message is encoded straight into the
+    /// outbound batch, its large `Data` spliced.
+    @Test func tellsOfMixedSizesFromTheConnectionsLoopArriveWholeAndInOrder() async throws {
+        let a = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 1))
+        let b = try ClusterNode(settings: .init(port: 0, secret: "a-long-cluster-secret", loopCount: 2)) {
+            $0.nodeSingleton("recorder") { Recorder() }
+        }
+        defer { shutDown(a, b) }
+        let recorder = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/recorder")!
+        _ = try await recorder.ask(Received(), timeout: .seconds(30))  // connected
+        let sender = try a.system.spawn("sender") { Sender() }
+        let sizes = [0, 10, 1_000, 65_400, 65_600, 70_000, 300_000, 1_000_000]
+        var sent: [Int] = []
+        for seed in UInt64(1)...4 {
+            var random = SplitMix64(seed: seed)
+            let burst = (0..<40).map { _ in sizes[Int.random(in: 0..<sizes.count, using: &random)] }
+            let first = sent.count / 2
+            #expect(
+                try await sender.ask(Burst(to: recorder, firstSeq: first, sizes: burst), timeout: .seconds(30)) == 40)
+            for (n, size) in burst.enumerated() { sent += [first + n, size] }
+            // Asked after the burst was queued, so answered after it arrived.
+            #expect(try await recorder.ask(Received(), timeout: .seconds(60)) == sent, "seed \(seed)")
         }
     }
 }
