@@ -182,13 +182,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         uid: UInt64, reply: (any ReplyTarget)?
     ) {
         var frame = frame
-        let spliced = CBORSplice.byteCount(splices)
-        if frame.count - 4 + spliced > LargeMessageLane.chunkBytes, !Self.isControl(recipient) {
+        let size = frame.count - 4 + CBORSplice.byteCount(splices)
+        if size > LargeMessageLane.chunkBytes, !Self.isControl(recipient) {
             // Consumed: with a second reference alive, setting its
             // correlation would copy the whole message.
             return sendLarge(
-                frame: consume frame, splices: splices, kind: kind, recipient: recipient, manifest: manifest, uid: uid,
-                reply: reply)
+                frame: consume frame, size: size, splices: splices, kind: kind, recipient: recipient,
+                manifest: manifest, uid: uid, reply: reply)
         }
         // The control lane holds plain bytes (`RemoteTarget` splices nothing
         // for a system actor; this is the fallback).
@@ -228,6 +228,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .handlerFailed("\(manifest) could not be encoded: \(error)"))
             return
         }
+        // A frame with splices is larger than a chunk, so it goes to the
+        // large lane, which drops its length prefix (that does not count them).
         let splices = splicing ? encoding.splices ?? [] : []
         let size = count(lane) - start - 4 + CBORSplice.byteCount(splices)
         let limit = lane == .ordinary ? transport.settings.maxMessageSize : transport.settings.maxFrameSize
@@ -236,7 +238,6 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit))
             return
         }
-        if !splices.isEmpty { WireEnvelope.setLength(size, in: &outbound, frameAt: start) }
         if lane == .ordinary, size > LargeMessageLane.chunkBytes || large.holds(recipient: recipient) {
             return sendLarge(
                 from: start, size: size, splices: splices, recipient: recipient, manifest: manifest, reply: reply,
@@ -277,16 +278,13 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// frame waited for it. The frames already batched still go first: the
     /// lane writes only once the batch is handed over.
     private func sendLarge(
-        frame: consuming [UInt8], splices: [CBORSplice], kind: WireKind, recipient: String, manifest: String,
-        uid: UInt64, reply: (any ReplyTarget)?
+        frame: consuming [UInt8], size: Int, splices: [CBORSplice], kind: WireKind, recipient: String,
+        manifest: String, uid: UInt64, reply: (any ReplyTarget)?
     ) {
         guard admits(manifest, reply, uid: uid, lane: .ordinary) else { return }
-        let size = frame.count - 4 + CBORSplice.byteCount(splices)
         let limit = transport.settings.maxMessageSize
         guard size <= limit else { return refuse(manifest, reply, .messageTooLarge(bytes: size, limit: limit)) }
-        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else {
-            return refuse(manifest, reply, .outboundFull(node))
-        }
+        guard largeLaneHasRoom(for: size) else { return refuse(manifest, reply, .outboundFull(node)) }
         let correlation = reply == nil ? 0 : nextCorrelation
         WireEnvelope.setCorrelation(correlation, kind: kind, in: &frame, frameAt: 0)
         queueLarge(
@@ -307,11 +305,17 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// chunk of other frames ahead of its body).
     private func takeForLargeLane(from start: Int, size: Int) -> (buffer: [UInt8], bodyStart: Int)? {
         defer { removeFrames(.ordinary, from: start) }  // after the swap below, a no-op but for its bookkeeping
-        guard large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity else { return nil }
+        guard largeLaneHasRoom(for: size) else { return nil }
         guard start < LargeMessageLane.chunkBytes, start < size else { return (Array(outbound[(start + 4)...]), 0) }
         var taken = Array(outbound[..<start])
         swap(&taken, &outbound)
         return (taken, start + 4)
+    }
+
+    /// Whether the large lane may take a message of `size` bytes: an empty
+    /// lane takes any (up to the maximum message size), else its bound holds.
+    private func largeLaneHasRoom(for size: Int) -> Bool {
+        large.isEmpty || large.queuedBytes + size <= transport.settings.largeOutboundCapacity
     }
 
     /// Moves the message just appended to `outbound` at `start` to the large

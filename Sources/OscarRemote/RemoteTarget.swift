@@ -9,11 +9,15 @@ final class RemoteTarget: MessageTarget {
     package var isRemote: Bool { true }
     private let association: Association
     private let transport: Transport
+    /// Whether a large `Data` in a message encoded off the loop is spliced:
+    /// not to a system actor, whose lane holds plain bytes.
+    private let splicing: Bool
 
     init(address: ActorAddress, association: Association, transport: Transport) {
         self.address = address
         self.association = association
         self.transport = transport
+        self.splicing = !Association.isControl(address.path)
     }
 
     package func deliver<M: Message>(_ message: M, reply: (any ReplyTarget)?) {
@@ -31,8 +35,8 @@ final class RemoteTarget: MessageTarget {
         // Off the loop: the whole frame is encoded here, on the caller's
         // thread, and handed over (see `Association.send(frame:)`). A large
         // `Data` in it is not copied but spliced in, chunk by chunk, as the
-        // loop sends it (not to a system actor: its lane holds plain bytes).
-        let splicing = !Association.isControl(address.path)
+        // loop sends it (see `splicing`).
+        let splicing = self.splicing
         send(manifest: M.manifest, reply: reply) { out, splices throws(CBORError) in
             let encoding = CBOREncoding(capacity: 0)
             if splicing { encoding.splices = [] }
