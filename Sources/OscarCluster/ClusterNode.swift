@@ -52,12 +52,14 @@ public final class ClusterNode: Sendable {
         /// Waiting messages per actor before new ones are refused.
         public var mailboxCapacity: Int
         /// Largest frame sent or accepted, in bytes (default 4 MiB, at least
-        /// 64 KiB). A larger incoming frame closes that connection. Messages
+        /// 64 KiB, at most 2 GiB). A larger incoming frame closes that connection. Messages
         /// larger than 64 KiB travel in chunks, so this bounds only system
         /// messages (membership gossip) in one frame.
         public var maxFrameSize: Int
-        /// Largest message sent or accepted, in bytes (default 64 MiB). A
-        /// larger outgoing message (or reply) fails with `messageTooLarge`.
+        /// Largest message sent or accepted, in bytes (default 64 MiB, at
+        /// most 2 GiB: the wire carries 32-bit lengths; a larger setting
+        /// counts as 2 GiB). A larger outgoing message (or reply) fails
+        /// with `messageTooLarge`.
         /// Messages larger than 64 KiB travel in chunks between the small
         /// ones; up to twice this waits to go to one node, and up to four
         /// times this is reassembled from all peers at once.
@@ -249,10 +251,12 @@ public final class ClusterNode: Sendable {
         var transportSettings = Transport.Settings()
         transportSettings.maxInboundConnections = settings.maxInboundConnections
         transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
-        transportSettings.maxFrameSize = max(settings.maxFrameSize, 64 << 10)
-        transportSettings.maxMessageSize = settings.maxMessageSize
-        transportSettings.largeOutboundCapacity = 2 * settings.maxMessageSize
-        transportSettings.reassemblyCapacity = 4 * settings.maxMessageSize
+        let ceiling = Transport.Settings.sizeCeiling
+        transportSettings.maxFrameSize = min(max(settings.maxFrameSize, 64 << 10), ceiling)
+        let maxMessageSize = min(settings.maxMessageSize, ceiling)
+        transportSettings.maxMessageSize = maxMessageSize
+        transportSettings.largeOutboundCapacity = 2 * maxMessageSize
+        transportSettings.reassemblyCapacity = 4 * maxMessageSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
         transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)

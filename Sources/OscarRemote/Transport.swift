@@ -15,6 +15,10 @@ import Synchronization
 /// over every loop; sends between loops are batched through the inboxes.
 package final class Transport: RemoteNetwork, @unchecked Sendable {
     package struct Settings: Sendable {
+        /// The ceiling on `maxFrameSize` and `maxMessageSize` (2 GiB): the
+        /// wire carries lengths in 32 bits, and four times the message size
+        /// (the reassembly bound) must still be an Int.
+        package static let sizeCeiling = 1 << 31
         package var maxFrameSize = 4 << 20
         /// The largest frame a peer may send before its handshake is done.
         /// Handshake frames are under 200 bytes.

@@ -192,6 +192,29 @@ final class InflateActor: Reactor {
         #expect(b.stats.value(.chunksIn) > 0)
     }
 
+    /// Sizes the wire cannot carry (its lengths are 32-bit) count as the
+    /// ceiling, 2 GiB: before, `Int.max` trapped when the node derived its
+    /// queue bounds from it, and a message over 4 GiB trapped in the
+    /// length's conversion instead of failing with `messageTooLarge`.
+    @Test func sizeSettingsAboveTheWiresCeilingCountAsTheCeiling() async throws {
+        let b = try Self.node {
+            $0.maxMessageSize = .max
+            $0.maxFrameSize = .max
+        }
+        let a = try Self.node { $0.maxMessageSize = 5 << 30 }
+        defer { shutDown(a, b) }
+        for node in [a, b] {
+            #expect(node.transport.settings.maxMessageSize == 1 << 31)
+            #expect(node.transport.settings.maxMessageSize <= Int(UInt32.max))
+            #expect(node.transport.settings.reassemblyCapacity == 4 << 31)
+        }
+        #expect(b.transport.settings.maxFrameSize == 1 << 31)
+        let inflate = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/inflate")!
+        let reply = try await inflate.ask(
+            Inflate(text: String(repeating: "z", count: 1 << 20), times: 2), timeout: .seconds(30))
+        #expect(reply.utf8.count == 2 << 20)
+    }
+
     @Test func twoClientsAdvertisingTheSameAddressEachGetTheirOwnReplies() async throws {
         let b = try Self.node()
         defer { b.shutdown() }
