@@ -658,8 +658,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).
         while connection.unsentBytes < window, let frame = large.nextFrame(window: window) {
-            connection.write(frame)
-            if frame[4] == WireKind.chunk.rawValue { transport.stats.add(.chunksOut) }
+            frame.withBuffers { connection.write(gathering: $0) }
+            if frame.isChunk { transport.stats.add(.chunksOut) }
             guard self.connection === connection else { return }
         }
     }

@@ -478,12 +478,47 @@ package final class Connection: @unchecked Sendable {
         return taken
     }
 
-    private func queue(_ bytes: UnsafeRawBufferPointer) {
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 1)
-        memory.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+    /// Writes the buffers, in order, as one frame: what the socket takes
+    /// now in one writev, without copying; libuv queues the rest (one copy
+    /// of what is left). With TLS, they are one `send`, as `write(_:)`.
+    package func write(gathering buffers: [UnsafeRawBufferPointer]) {
+        guard state != .closed else { return }
+        let total = buffers.reduce(0) { $0 + $1.count }
+        guard tls == nil, buffers.count > 1 else {
+            var frame: [UInt8] = []
+            frame.reserveCapacity(total)
+            for buffer in buffers { frame.append(contentsOf: buffer) }
+            return write(frame)
+        }
+        var bufs = buffers.map {
+            uv_buf_init(
+                UnsafeMutablePointer(mutating: $0.baseAddress?.assumingMemoryBound(to: CChar.self)), UInt32($0.count))
+        }
+        let taken = max(0, Int(uv_try_write(stream, &bufs, UInt32(bufs.count))))
+        if taken > 0 { lastWriteProgress = uv_hrtime() }
+        guard taken < total else { return }
+        var skip = taken
+        let rest = buffers.compactMap { buffer -> UnsafeRawBufferPointer? in
+            defer { skip = max(0, skip - buffer.count) }
+            return skip < buffer.count ? UnsafeRawBufferPointer(rebasing: buffer[skip...]) : nil
+        }
+        queue(rest)
+    }
+
+    private func queue(_ bytes: UnsafeRawBufferPointer) { queue(CollectionOfOne(bytes)) }
+
+    /// Hands libuv a copy of the buffers, in one write request.
+    private func queue(_ buffers: some Collection<UnsafeRawBufferPointer>) {
+        let count = buffers.reduce(0) { $0 + $1.count }
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: count, alignment: 1)
+        var offset = 0
+        for buffer in buffers where !buffer.isEmpty {
+            (memory + offset).copyMemory(from: buffer.baseAddress!, byteCount: buffer.count)
+            offset += buffer.count
+        }
         let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
         request.pointee.data = memory
-        var buf = uv_buf_init(memory.assumingMemoryBound(to: CChar.self), UInt32(bytes.count))
+        var buf = uv_buf_init(memory.assumingMemoryBound(to: CChar.self), UInt32(count))
         let rc = uv_write(request, stream, &buf, 1, onWrite)
         if rc != 0 {
             memory.deallocate()

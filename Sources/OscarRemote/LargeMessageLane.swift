@@ -1,3 +1,4 @@
+import Foundation
 import OscarCBOR
 
 /// The sending side of the large-message lane of one association: messages
@@ -87,54 +88,65 @@ struct LargeMessageLane {
         if let recipient { recipients[recipient, default: 0] += 1 }
     }
 
-    /// The next frame to write (length prefix included), or nil when the
-    /// lane is empty or `window` chunk bytes are unacknowledged.
-    mutating func nextFrame(window: Int = Self.window) -> [UInt8]? {
+    /// The next frame to write, or nil when the lane is empty or `window`
+    /// chunk bytes are unacknowledged. A chunk is no larger than a chunk's
+    /// bytes, and no larger than the window either.
+    mutating func nextFrame(window: Int = Self.window) -> OutgoingFrame? {
         guard head < entries.count else { return nil }
         if entries[head].whole {
-            var frame = Self.prefix(entries[head].bodyCount)
-            frame.append(contentsOf: entries[head].buffer[entries[head].bodyStart...])
+            let entry = entries[head]
             finishEntry()
-            return frame
+            return OutgoingFrame(
+                head: Self.prefix(entry.bodyCount), pieces: [.buffer(entry.buffer[entry.bodyStart...])], isChunk: false)
         }
         guard unacknowledged < window else { return nil }
         let bodyCount = entries[head].bodyCount
         let start = entries[head].sent
         let count = min(Self.chunkBytes, bodyCount - start)
         let first = start == 0
-        var frame = Self.prefix(2 + (first ? 4 : 0) + count)
-        frame.append(WireKind.chunk.rawValue)
-        frame.append(first ? Self.firstChunk : 0)
-        if first { Self.appendUInt32(UInt32(bodyCount), to: &frame) }
-        Self.appendBody(of: entries[head], from: start, count: count, to: &frame)
+        var frameHead = Self.prefix(2 + (first ? 4 : 0) + count)
+        frameHead.append(WireKind.chunk.rawValue)
+        frameHead.append(first ? Self.firstChunk : 0)
+        if first { Self.appendUInt32(UInt32(bodyCount), to: &frameHead) }
+        let pieces = Self.pieces(of: entries[head], from: start, count: count)
         entries[head].sent += count
         unacknowledged += count
         if entries[head].sent == bodyCount { finishEntry() }
-        return frame
+        return OutgoingFrame(head: frameHead, pieces: pieces, isChunk: true)
     }
 
-    /// Appends `count` bytes of the entry's body from `start` on: the
-    /// pieces of its buffer between the splices, and the splices' bytes.
-    private static func appendBody(of entry: Entry, from start: Int, count: Int, to frame: inout [UInt8]) {
+    /// The `count` bytes of the entry's body from `start` on, as slices of
+    /// where they are: the pieces of its buffer between the splices, and
+    /// the splices' bytes.
+    private static func pieces(of entry: Entry, from start: Int, count: Int) -> [OutgoingFrame.Piece] {
         let end = start + count
+        var pieces: [OutgoingFrame.Piece] = []
         var position = 0  // in the body, where the next piece starts
         var cursor = entry.bodyStart  // in the buffer, where the next buffer piece starts
-        func append(_ piece: UnsafeRawBufferPointer) {
+        /// The part of a piece of `length` bytes that falls in the range,
+        /// relative to the piece's start.
+        func overlap(_ length: Int) -> Range<Int>? {
+            defer { position += length }
             let low = max(start, position)
-            let high = min(end, position + piece.count)
-            if low < high {
-                frame.append(contentsOf: UnsafeRawBufferPointer(rebasing: piece[(low - position)..<(high - position)]))
-            }
-            position += piece.count
+            let high = min(end, position + length)
+            return low < high ? (low - position)..<(high - position) : nil
         }
-        entry.buffer.withUnsafeBytes { buffer in
-            for splice in entry.splices where position < end {
-                append(UnsafeRawBufferPointer(rebasing: buffer[cursor..<splice.offset]))
-                cursor = splice.offset
-                splice.data.withUnsafeBytes { append($0) }
+        func takeBuffer(upTo bufferEnd: Int) {
+            if let part = overlap(bufferEnd - cursor) {
+                pieces.append(.buffer(entry.buffer[(cursor + part.lowerBound)..<(cursor + part.upperBound)]))
             }
-            if position < end { append(UnsafeRawBufferPointer(rebasing: buffer[cursor...])) }
+            cursor = bufferEnd
         }
+        for splice in entry.splices where position < end {
+            takeBuffer(upTo: splice.offset)
+            let data = splice.data
+            if let part = overlap(data.count) {
+                let base = data.startIndex
+                pieces.append(.data(data[(base + part.lowerBound)..<(base + part.upperBound)]))
+            }
+        }
+        if position < end { takeBuffer(upTo: entry.buffer.count) }
+        return pieces
     }
 
     private mutating func finishEntry() {
@@ -165,6 +177,64 @@ struct LargeMessageLane {
     }
 
     mutating func removeAll() { self = LargeMessageLane() }
+
+    /// A frame the lane hands out: its head (length prefix, kind, flags, a
+    /// first chunk's length) and the body's bytes as slices of the storage
+    /// they were queued in: the entry's buffer and its spliced `Data`s.
+    ///
+    /// Why slices, not one array: copying each 64 KiB chunk into a frame
+    /// of its own was a third of the sending loop's copying (perf, W2S);
+    /// the socket takes the pieces in one writev. The slices keep their
+    /// storage alive, so the frame stays valid whatever the lane does next
+    /// (a write that fails empties the lane from inside the write).
+    struct OutgoingFrame {
+        enum Piece {
+            case buffer(ArraySlice<UInt8>)
+            case data(Data)
+        }
+        var head: [UInt8]
+        var pieces: [Piece]
+        var isChunk: Bool
+
+        /// Calls `body` with the frame's bytes, in order, as buffers valid
+        /// during the call.
+        func withBuffers<R>(_ body: ([UnsafeRawBufferPointer]) -> R) -> R {
+            head.withUnsafeBytes { head in
+                var buffers = [head]
+                buffers.reserveCapacity(1 + pieces.count)
+                return withPieces(from: 0, &buffers, body)
+            }
+        }
+
+        private func withPieces<R>(
+            from index: Int, _ buffers: inout [UnsafeRawBufferPointer], _ body: ([UnsafeRawBufferPointer]) -> R
+        ) -> R {
+            guard index < pieces.count else { return body(buffers) }
+            // Each piece's bytes are borrowed for the rest of the call.
+            switch pieces[index] {
+            case .buffer(let slice):
+                return slice.withUnsafeBytes { bytes in
+                    buffers.append(bytes)
+                    return withPieces(from: index + 1, &buffers, body)
+                }
+            case .data(let data):
+                return data.withUnsafeBytes { bytes in
+                    buffers.append(bytes)
+                    return withPieces(from: index + 1, &buffers, body)
+                }
+            }
+        }
+
+        /// The frame in one array (with TLS, and for tests).
+        var bytes: [UInt8] {
+            withBuffers { buffers in
+                var all: [UInt8] = []
+                all.reserveCapacity(buffers.reduce(0) { $0 + $1.count })
+                for buffer in buffers { all.append(contentsOf: buffer) }
+                return all
+            }
+        }
+    }
 
     /// Flag bit of a chunk frame: the first chunk, which carries the
     /// message's length.
