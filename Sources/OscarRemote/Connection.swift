@@ -497,12 +497,17 @@ package final class Connection: @unchecked Sendable {
         let taken = max(0, Int(uv_try_write(stream, &bufs, UInt32(bufs.count))))
         if taken > 0 { lastWriteProgress = uv_hrtime() }
         guard taken < total else { return }
+        queue(Self.unwritten(buffers, after: taken))
+    }
+
+    /// What is left of `buffers` once the socket took their first `taken`
+    /// bytes: the rest of the buffer it stopped in, and those after it.
+    static func unwritten(_ buffers: [UnsafeRawBufferPointer], after taken: Int) -> [UnsafeRawBufferPointer] {
         var skip = taken
-        let rest = buffers.compactMap { buffer -> UnsafeRawBufferPointer? in
+        return buffers.compactMap { buffer in
             defer { skip = max(0, skip - buffer.count) }
             return skip < buffer.count ? UnsafeRawBufferPointer(rebasing: buffer[skip...]) : nil
         }
-        queue(rest)
     }
 
     private func queue(_ bytes: UnsafeRawBufferPointer) { queue(CollectionOfOne(bytes)) }

@@ -109,6 +109,36 @@ import Testing
         }
     }
 
+    /// A chunk goes to the socket as one writev of its pieces; what the
+    /// socket does not take is queued, and must be exactly the rest.
+    @Test func whatTheSocketLeavesOfAGatheredWriteIsTheRestInOrder() {
+        for seed in 1...200 {
+            var random = SplitMix64(seed: UInt64(seed))
+            let pieces = (0..<Int.random(in: 1...5, using: &random)).map { _ in
+                (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            }
+            let all = pieces.flatMap { $0 }
+            let taken = Int.random(in: 0...all.count, using: &random)
+            let rest = Self.withBuffers(pieces) { buffers in
+                Connection.unwritten(buffers, after: taken).flatMap { Array($0) }
+            }
+            #expect(rest == Array(all[taken...]), "seed \(seed)")
+        }
+    }
+
+    /// Calls `body` with each array's bytes borrowed.
+    static func withBuffers<R>(
+        _ arrays: ArraySlice<[UInt8]>, _ buffers: [UnsafeRawBufferPointer] = [],
+        _ body: ([UnsafeRawBufferPointer]) -> R
+    ) -> R {
+        guard let first = arrays.first else { return body(buffers) }
+        return first.withUnsafeBytes { withBuffers(arrays.dropFirst(), buffers + [$0], body) }
+    }
+
+    static func withBuffers<R>(_ arrays: [[UInt8]], _ body: ([UnsafeRawBufferPointer]) -> R) -> R {
+        withBuffers(arrays[...], [], body)
+    }
+
     @Test func aFullWindowStopsChunksButNotTheLaneState() {
         var lane = LargeMessageLane()
         lane.enqueue([UInt8](repeating: 7, count: 10 * LargeMessageLane.chunkBytes), recipient: nil, whole: false)
