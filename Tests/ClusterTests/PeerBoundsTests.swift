@@ -120,6 +120,63 @@ final class InflateActor: Reactor {
         #expect(try await a.system.ref("oscar://127.0.0.1:\(port)/user/ping")!.ask(Ping(n: 4)).n == 4)
     }
 
+    /// A large reply to a peer whose socket is full: the chunk that the
+    /// socket takes only part of (its head and pieces go in one writev) is
+    /// queued from where the socket stopped, and the reply arrives whole.
+    /// The peer acknowledges chunks without reading them, so the node keeps
+    /// writing until the socket is full (loopback takes a window's worth
+    /// of chunks at once otherwise), then reads it all.
+    @Test func aLargeReplyToAPeerWithAFullSocketArrivesWhole() async throws {
+        let b = try Self.node()
+        defer { b.shutdown() }
+        let text = String((0..<100_003).map { Character(UnicodeScalar(UInt8(97 + $0 * 7 % 26))) })
+        let replyBytes = 64 * text.utf8.count
+        let peer = try RawPeer(port: b.address.port, receiveBuffer: 4096)
+        let stats = b.stats
+        let chunksOut = { @Sendable in stats.value(.chunksOut) }
+        let stalledAt = try await offThePool { () throws -> Int in
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            peer.send(try Self.askFrame(Inflate(text: text, times: 64), to: "/user/inflate", correlation: 9))
+            // Acknowledge every chunk written, until no more come: the
+            // node's socket is full, its last write queued.
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(60)
+            var acknowledged = 0
+            var lastChange = clock.now
+            while clock.now - lastChange < .milliseconds(500), clock.now < deadline {
+                let out = chunksOut()
+                if out > acknowledged { lastChange = clock.now }
+                while acknowledged < out {
+                    peer.send(LargeMessageLane.acknowledgement(LargeMessageLane.chunkBytes))
+                    acknowledged += 1
+                }
+                usleep(1000)  // polling the counter, not waiting for an event
+            }
+            return chunksOut()
+        }
+        #expect(stalledAt * LargeMessageLane.chunkBytes < replyBytes, "the socket never filled")
+        let reply = try await offThePool { () throws -> (UInt64, String)? in
+            var body: [UInt8] = []
+            var length = -1
+            while length < 0 || body.count < length {
+                guard let (kind, rest) = peer.readFrame(), kind == .chunk, rest.count >= 1 else { return nil }
+                let first = rest[0] & LargeMessageLane.firstChunk != 0
+                let data = first ? rest.dropFirst(5) : rest.dropFirst()
+                if first { length = rest[1..<5].reduce(0) { $0 << 8 | Int($1) } }
+                body += data
+                peer.send(LargeMessageLane.acknowledgement(data.count))
+            }
+            return try body.withUnsafeBytes { frame in
+                let envelope = try WireEnvelope.parse(frame)
+                guard envelope.kind == .reply else { return nil }
+                let payload = Array(UnsafeRawBufferPointer(rebasing: frame[envelope.payload]))
+                return (envelope.correlation, try CBORDecoder().decode(String.self, from: payload))
+            }
+        }
+        #expect(reply?.0 == 9)
+        #expect(reply?.1 == String(repeating: text, count: 64))
+    }
+
     /// The outbound bound is full of this node's own tells (here: it has
     /// no room at all): a peer that still reads gets its replies, and is not
     /// cut off for asking.
