@@ -77,6 +77,10 @@ public final class ClusterNode: Sendable {
         /// The first wait before reconnecting to a node after a failed
         /// attempt (it doubles up to 5 s). For tests that need a long one.
         package var reconnectBackoffMin: Duration = .milliseconds(100)
+        /// How long the large lane keeps its one-chunk window after an
+        /// ordinary frame went to a node (see `LargeMessageLane`). For tests
+        /// that must not depend on the machine's speed.
+        package var smallTrafficLinger: Duration = .milliseconds(10)
         public var name: String
         /// After work, how long a loop polls before blocking in the kernel.
         /// It trades a little CPU after each burst of messages for not waking
@@ -259,6 +263,7 @@ public final class ClusterNode: Sendable {
         transportSettings.reassemblyCapacity = 4 * maxMessageSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
+        transportSettings.smallTrafficLinger = UInt64(max(0, settings.smallTrafficLinger.nanoseconds))
         transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)
         transportSettings.tls = tls
         let transport = Transport(

@@ -77,12 +77,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     @exclusivity(unchecked) private var smallFrameQueued = false
     /// When a small frame was last queued, to within a loop turn
     /// (`uv_hrtime`): the large lane keeps its small window until
-    /// `smallTrafficLinger` after it.
+    /// `Transport.Settings.smallTrafficLinger` after it.
     private var lastSmallFrame: UInt64 = 0
-    /// How long the large lane keeps its small window after the last small
-    /// frame: a request and its reply are a few round trips apart, not
-    /// milliseconds.
-    static let smallTrafficLinger: UInt64 = 10_000_000
     /// Control-lane frames waiting to be written (see the invariants).
     private var control: [UInt8] = []
     /// The control frames being handed to the socket, swapped with
@@ -653,7 +649,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         // `LargeMessageLane.windowBesideSmallFrames`).
         notePassingSmallFrames()
         let window =
-            uv_hrtime() &- lastSmallFrame < Self.smallTrafficLinger
+            uv_hrtime() &- lastSmallFrame < transport.settings.smallTrafficLinger
             ? LargeMessageLane.windowBesideSmallFrames : LargeMessageLane.window
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).

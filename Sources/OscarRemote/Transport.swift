@@ -38,6 +38,10 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         package var maxHandshakingConnections = ConnectionLimits.defaultHandshaking
         var handshakeTimeout: Duration = .seconds(5)
         package var reconnectBackoffMin: Duration = .milliseconds(100)
+        /// How long the large lane keeps its small window after the last
+        /// small frame to a node, in nanoseconds: a request and its reply
+        /// are a few round trips apart, not milliseconds.
+        package var smallTrafficLinger: UInt64 = 10_000_000
         package var reconnectBackoffMax: Duration = .seconds(5)
         /// TLS on every connection (see `TLSPolicy`); nil: none, as before.
         package var tls: TLSPolicy?

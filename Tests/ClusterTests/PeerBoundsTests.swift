@@ -177,6 +177,50 @@ final class InflateActor: Reactor {
         #expect(reply?.1 == String(repeating: text, count: 64))
     }
 
+    /// The large lane's window in the shell: one chunk unacknowledged
+    /// while small frames go to the same node, four otherwise. A window's
+    /// chunks are written in the turn that writes the first, so the reply
+    /// to a ping sent after the first chunk arrived comes after the rest
+    /// of the window. The linger is set so that the machine's speed does
+    /// not decide which window applies (60 s: the ping's reply is always
+    /// recent; 0: never).
+    @Test(arguments: [(60, 1), (0, 4)])
+    func chunksLeaveOneAtATimeWhileSmallFramesGoToTheSameNode(lingerSeconds: Int, window: Int) async throws {
+        let b = try Self.node { $0.smallTrafficLinger = .seconds(lingerSeconds) }
+        defer { b.shutdown() }
+        let port = b.address.port
+        let text = String(repeating: "w", count: 100_000)
+        let (first, second) = try await offThePool { () throws -> ([WireKind], [WireKind]) in
+            let peer = try RawPeer(port: port)
+            #expect(peer.handshake(secret: "a-long-cluster-secret"))
+            /// Sends a ping and returns the kinds of the frames that came
+            /// before its reply (nil: the connection ended).
+            func framesBeforeThePongTo(_ n: Int) throws -> [WireKind]? {
+                peer.send(try Self.askFrame(Ping(n: n), to: "/user/ping", correlation: UInt64(n)))
+                var kinds: [WireKind] = []
+                while let (kind, rest) = peer.readFrame() {
+                    if kind == .reply, rest.count >= 9, rest[1..<9].reduce(UInt64(0), { $0 << 8 | UInt64($1) }) == n {
+                        return kinds
+                    }
+                    kinds.append(kind)
+                }
+                return nil
+            }
+            #expect(try framesBeforeThePongTo(1) == [])  // a small frame went to the peer
+            peer.send(try Self.askFrame(Inflate(text: text, times: 64), to: "/user/inflate", correlation: 2))
+            #expect(peer.readFrame()?.0 == .chunk)
+            let first = try framesBeforeThePongTo(3) ?? []
+            // Acknowledged: the window opens again by as much.
+            peer.send(LargeMessageLane.acknowledgement(window * LargeMessageLane.chunkBytes))
+            #expect(peer.readFrame()?.0 == .chunk)
+            let second = try framesBeforeThePongTo(4) ?? []
+            return (first, second)
+        }
+        // The first chunk was read before the ping: the rest of its window.
+        #expect(first == Array(repeating: .chunk, count: window - 1))
+        #expect(second == Array(repeating: .chunk, count: window - 1))
+    }
+
     /// The outbound bound is full of this node's own tells (here: it has
     /// no room at all): a peer that still reads gets its replies, and is not
     /// cut off for asking.
