@@ -58,7 +58,7 @@ public final class ClusterNode: Sendable {
         public var maxFrameSize: Int
         /// Largest message sent or accepted, in bytes (default 64 MiB, at
         /// most 2 GiB: the wire carries 32-bit lengths; a larger setting
-        /// counts as 2 GiB). A larger outgoing message (or reply) fails
+        /// counts as 2 GiB, a negative one as 0). A larger outgoing message (or reply) fails
         /// with `messageTooLarge`.
         /// Messages larger than 64 KiB travel in chunks between the small
         /// ones; up to twice this waits to go to one node, and up to four
@@ -257,13 +257,13 @@ public final class ClusterNode: Sendable {
         transportSettings.maxHandshakingConnections = settings.maxHandshakingConnections
         let ceiling = Transport.Settings.sizeCeiling
         transportSettings.maxFrameSize = min(max(settings.maxFrameSize, 64 << 10), ceiling)
-        let maxMessageSize = min(settings.maxMessageSize, ceiling)
+        let maxMessageSize = max(0, min(settings.maxMessageSize, ceiling))
         transportSettings.maxMessageSize = maxMessageSize
         transportSettings.largeOutboundCapacity = 2 * maxMessageSize
         transportSettings.reassemblyCapacity = 4 * maxMessageSize
         transportSettings.outboundCapacity = settings.outboundCapacity
         transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
-        transportSettings.smallTrafficLinger = UInt64(max(0, settings.smallTrafficLinger.nanoseconds))
+        transportSettings.smallTrafficLinger = UInt64(settings.smallTrafficLinger.nanoseconds)
         transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)
         transportSettings.tls = tls
         let transport = Transport(

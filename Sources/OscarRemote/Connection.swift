@@ -483,13 +483,12 @@ package final class Connection: @unchecked Sendable {
     /// of what is left). With TLS, they are one `send`, as `write(_:)`.
     package func write(gathering buffers: [UnsafeRawBufferPointer]) {
         guard state != .closed else { return }
-        let total = buffers.reduce(0) { $0 + $1.count }
-        guard tls == nil, buffers.count > 1 else {
-            var frame: [UInt8] = []
-            frame.reserveCapacity(total)
-            for buffer in buffers { frame.append(contentsOf: buffer) }
-            return write(frame)
+        if buffers.count == 1 {
+            write(buffers[0])
+            return
         }
+        guard tls == nil else { return write(buffers.joinedBytes) }
+        let total = buffers.reduce(0) { $0 + $1.count }
         var bufs = buffers.map {
             uv_buf_init(
                 UnsafeMutablePointer(mutating: $0.baseAddress?.assumingMemoryBound(to: CChar.self)), UInt32($0.count))
@@ -634,4 +633,14 @@ private func onShutdown(_ request: UnsafeMutablePointer<uv_shutdown_t>?, _ statu
     guard let stream, uv_is_closing(UnsafeMutableRawPointer(stream).assumingMemoryBound(to: uv_handle_t.self)) == 0
     else { return }
     connection(stream).shutdownFinished()
+}
+
+extension [UnsafeRawBufferPointer] {
+    /// The buffers' bytes, in order, in one array.
+    var joinedBytes: [UInt8] {
+        var all: [UInt8] = []
+        all.reserveCapacity(reduce(0) { $0 + $1.count })
+        for buffer in self { all.append(contentsOf: buffer) }
+        return all
+    }
 }

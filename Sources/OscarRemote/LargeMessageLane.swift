@@ -89,22 +89,22 @@ struct LargeMessageLane {
     }
 
     /// The next frame to write, or nil when the lane is empty or `window`
-    /// chunk bytes are unacknowledged. A chunk is no larger than a chunk's
-    /// bytes, and no larger than the window either.
+    /// chunk bytes are unacknowledged.
     mutating func nextFrame(window: Int = Self.window) -> OutgoingFrame? {
         guard head < entries.count else { return nil }
         if entries[head].whole {
             let entry = entries[head]
             finishEntry()
             return OutgoingFrame(
-                head: Self.prefix(entry.bodyCount), pieces: [.buffer(entry.buffer[entry.bodyStart...])], isChunk: false)
+                head: Self.prefix(entry.bodyCount, headBytes: 0), pieces: [.buffer(entry.buffer[entry.bodyStart...])],
+                isChunk: false)
         }
         guard unacknowledged < window else { return nil }
         let bodyCount = entries[head].bodyCount
         let start = entries[head].sent
         let count = min(Self.chunkBytes, bodyCount - start)
         let first = start == 0
-        var frameHead = Self.prefix(2 + (first ? 4 : 0) + count)
+        var frameHead = Self.prefix(2 + (first ? 4 : 0) + count, headBytes: first ? 6 : 2)
         frameHead.append(WireKind.chunk.rawValue)
         frameHead.append(first ? Self.firstChunk : 0)
         if first { Self.appendUInt32(UInt32(bodyCount), to: &frameHead) }
@@ -226,14 +226,7 @@ struct LargeMessageLane {
         }
 
         /// The frame in one array (with TLS, and for tests).
-        var bytes: [UInt8] {
-            withBuffers { buffers in
-                var all: [UInt8] = []
-                all.reserveCapacity(buffers.reduce(0) { $0 + $1.count })
-                for buffer in buffers { all.append(contentsOf: buffer) }
-                return all
-            }
-        }
+        var bytes: [UInt8] { withBuffers { $0.joinedBytes } }
     }
 
     /// Flag bit of a chunk frame: the first chunk, which carries the
@@ -242,16 +235,19 @@ struct LargeMessageLane {
 
     /// An acknowledgement frame for `count` chunk bytes.
     static func acknowledgement(_ count: Int) -> [UInt8] {
-        var frame = prefix(6)
+        var frame = prefix(6, headBytes: 6)
         frame.append(WireKind.chunkAck.rawValue)
         frame.append(0)
         appendUInt32(UInt32(count), to: &frame)
         return frame
     }
 
-    private static func prefix(_ length: Int) -> [UInt8] {
+    /// A frame's length prefix for a body of `length` bytes, with room for
+    /// the `headBytes` of it that will follow in the same array (the rest
+    /// is written from where it is).
+    private static func prefix(_ length: Int, headBytes: Int) -> [UInt8] {
         var frame: [UInt8] = []
-        frame.reserveCapacity(4 + length)
+        frame.reserveCapacity(4 + headBytes)
         appendUInt32(UInt32(length), to: &frame)
         return frame
     }

@@ -70,8 +70,10 @@ final class RemoteTarget: MessageTarget {
         }
         if !splices.isEmpty {
             let length = frame.count - 4 + CBORSplice.byteCount(splices)
-            guard length <= UInt32.max else {
-                refuse(manifest, reply, .messageTooLarge(bytes: length, limit: Int(UInt32.max)))
+            // Checked here too, before the length is written in 32 bits.
+            let limit = min(transport.settings.maxMessageSize, Int(UInt32.max))
+            guard length <= limit else {
+                refuse(manifest, reply, .messageTooLarge(bytes: length, limit: limit))
                 return
             }
             WireEnvelope.setLength(length, in: &frame, frameAt: 0)

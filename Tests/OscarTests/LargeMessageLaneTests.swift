@@ -72,7 +72,10 @@ import Testing
                         let from = Int.random(in: cut...body.count, using: &random)
                         let to = Int.random(in: from...body.count, using: &random)
                         buffer += body[cut..<from]
-                        splices.append(CBORSplice(offset: buffer.count, data: Data(body[from..<to])))
+                        // Sometimes a slice of a larger `Data`, whose indices do not start at 0.
+                        let skip = Int.random(in: 0...2, using: &random) * 17
+                        let data = Data(repeating: 0xDD, count: skip) + Data(body[from..<to])
+                        splices.append(CBORSplice(offset: buffer.count, data: data[(data.startIndex + skip)...]))
                         cut = to
                     }
                 }
