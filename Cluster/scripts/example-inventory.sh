@@ -2,7 +2,8 @@
 # Builds Examples/Inventory, a separate package that depends on Oscar by
 # path, runs its tests (its chaos checker finds stock lost or created), and
 # runs the commands of its README: a cluster of three of its nodes under
-# `oscar cluster up --exec`, tells and asks from the CLI to its actor, pool,
+# `oscar cluster up --exec`, tells and asks from the CLI to its actor (a
+# 3 MiB photo among them, from a file and from standard input), pool,
 # cluster singleton and distributed actor, a node killed and one added,
 # `cluster down`; the same binary as a TLS cluster asked from the CLI and
 # probed over HTTPS; then a short `oscar chaos --exec` run with its own workload
@@ -71,6 +72,22 @@ if "$oscar" ask --dir "$dir" "$n0/user/inventory" GetStock '{"sku":1}' >/dev/nul
 fi
 echo "ok   a malformed message is refused (exit non-zero), and the node lives on:"
 expect "still answering" "3" "$oscar" ask --dir "$dir" "$n0/user/inventory" GetStock '{"sku":"apple"}'
+
+echo "== a large message from the terminal: a 3 MiB photo goes in chunks from a file, and comes back"
+python3 -c 'import os, sys; sys.stdout.write("{\"sku\":\"apple\",\"photo\":{\"$bytes\":\"%s\"}}" % os.urandom(3 << 20).hex())' \
+  > "$dir/photo.json"
+expect "tell PutPhoto @FILE" "sent PutPhoto to $n0/user/inventory" \
+  "$oscar" tell --dir "$dir" "$n0/user/inventory" PutPhoto "@$dir/photo.json"
+"$oscar" ask --dir "$dir" "$n0/user/inventory" GetPhoto '{"sku":"apple"}' > "$dir/photo-back.json"
+expect "GetPhoto returns the same 3 MiB" "same 3145728 bytes" python3 -c '
+import json, sys
+sent = json.load(open(sys.argv[1]))["photo"]["$bytes"]
+back = json.load(open(sys.argv[2]))["$bytes"]
+print(("same %d bytes" if back == sent else "different: %d bytes back") % (len(back) // 2))' \
+  "$dir/photo.json" "$dir/photo-back.json"
+expect "GetPhoto on another node" "null" "$oscar" ask --dir "$dir" "$n1/user/inventory" GetPhoto '{"sku":"apple"}'
+expect "tell PutPhoto from standard input" "sent PutPhoto to $n1/user/inventory" \
+  sh -c "'$oscar' tell --dir '$dir' '$n1/user/inventory' PutPhoto - < '$dir/photo.json'"
 
 echo "== cluster kill, add, status"
 "$oscar" cluster kill --dir "$dir" "127.0.0.1:$((base + 2))"

@@ -169,8 +169,43 @@ extension String {
 }
 
 extension Array where Element == UInt8 {
-    /// Lowercase hex, two digits a byte.
-    package var hex: String { map { String($0, radix: 16).leftPadded(2) }.joined() }
+    /// Lowercase hex, two digits a byte. From a table: a large byte string
+    /// (a reply the CLI prints) would otherwise cost a String per byte.
+    package var hex: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(2 * count)
+        for byte in self {
+            out.append(Self.hexDigits[Int(byte >> 4)])
+            out.append(Self.hexDigits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes that hex text spells, two digits (either case) a byte;
+    /// nil for an odd count or any other character.
+    package init?(hex text: some StringProtocol) {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var i = 0
+        while i < digits.count {
+            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            i += 2
+        }
+        self = bytes
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 }
 
 /// Through Oscar's CBOR coders a `CBORValue` is written and read as itself,

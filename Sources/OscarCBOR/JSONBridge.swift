@@ -4,7 +4,9 @@ import OscarBase
 /// JSON ↔ CBOR, one to one, for the CLI: objects become maps with text keys,
 /// arrays arrays, strings text, integers integers, other numbers floats,
 /// booleans and null themselves. Byte strings and tags, which JSON lacks,
-/// come out as `{"$bytes": "<hex>"}` and `{"$tag": n, "value": …}`.
+/// come out as `{"$bytes": "<hex>"}` and `{"$tag": n, "value": …}`; an
+/// object whose one key is `$bytes` goes in as a byte string, so a message
+/// with a `Data` in it can be sent from the terminal as it is printed.
 package enum JSONBridge {
     public enum Failure: Error, Equatable, CustomStringConvertible {
         case invalidJSON(String)
@@ -150,11 +152,23 @@ private struct JSONReader {
             guard i < bytes.count else { throw failure("the text ends inside an object") }
             if bytes[i] == UInt8(ascii: "}") {
                 i += 1
+                if entries.count == 1, let spelled = entries[Self.bytesKey] { return try byteString(spelled) }
                 return .map(entries.keys.sorted().map { (.text($0), entries[$0] ?? .null) })
             }
             guard bytes[i] == UInt8(ascii: ",") else { throw failure("expected ',' or '}'") }
             i += 1
         }
+    }
+
+    /// The key of an object that stands for a byte string.
+    static let bytesKey = "$bytes"
+
+    /// The byte string that `{"$bytes": "<hex>"}` spells.
+    func byteString(_ spelled: CBORValue) throws(JSONBridge.Failure) -> CBORValue {
+        guard case .text(let hex) = spelled, let bytes = [UInt8](hex: hex) else {
+            throw failure("{\"$bytes\": …} takes a string of hex digits, two a byte")
+        }
+        return .bytes(bytes)
     }
 
     mutating func array(depth: Int) throws(JSONBridge.Failure) -> CBORValue {

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Glibc
 import Oscar
 import OscarDemo
@@ -143,10 +144,11 @@ enum NetworkCommands {
         guard args.positionals.count == 3 else {
             throw .usage("usage: oscar \(command) oscar://host:port/user/actor MessageType '{json}'")
         }
-        let (uri, manifest, json) = (args.positionals[0], args.positionals[1], args.positionals[2])
+        let (uri, manifest) = (args.positionals[0], args.positionals[1])
         guard let address = ActorAddress(uri: uri) else {
             throw .usage("'\(uri)' is not an actor URI such as oscar://127.0.0.1:7001/user/echo")
         }
+        let json = try messageText(args.positionals[2])
         let value: CBORValue
         do {
             value = try JSONBridge.cbor(fromJSON: json)
@@ -164,6 +166,30 @@ enum NetworkCommands {
         let node = try ClusterTLS.clientNode(secret: secret, tls: tls)
         return Target(
             ref: node.system.ref(for: address), node: node, manifest: manifest, value: value, timeout: timeout)
+    }
+
+    /// The message's JSON: the argument itself, or the contents of FILE for
+    /// `@FILE`, or standard input for `-` (curl's convention). A message
+    /// with a large `Data` in it does not fit a command line: Linux takes
+    /// 128 KiB an argument.
+    static func messageText(_ argument: String) throws(CLIError) -> String {
+        let bytes: [UInt8]
+        if argument == "-" {
+            bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
+        } else if argument.hasPrefix("@") {
+            let path = String(argument.dropFirst())
+            do {
+                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+            } catch {
+                throw .usage("cannot read the message from '\(path)': \(error.localizedDescription)")
+            }
+        } else {
+            return argument
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw .usage("the message in '\(argument)' is not UTF-8 text")
+        }
+        return text
     }
 
     /// `oscar ask URI Type '{json}'` asks with a message; `oscar ask URI

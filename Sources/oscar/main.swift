@@ -67,6 +67,8 @@ let usage = """
       oscar tell URI Type JSON [--timeout 5s] [--secret-file F | --secret S | --dir D | --file F]
                                       tell an actor; waits until it has handled the message, and
                                       fails as ask does when it cannot (such as an unknown type).
+                                      JSON may be @FILE or - (standard input), for a large message;
+                                      {"$bytes": "<hex>"} is a byte string (a Data), as replies print it.
                                       members, leave, down, ask and tell speak TLS with
                                       --tls-cert F --tls-key F --tls-ca F, or with the CLI
                                       certificate of a cluster 'cluster up --tls' made (--dir/--file)

@@ -99,6 +99,14 @@ import Testing
         {
             #expect(throws: JSONBridge.Failure.self, "\(bad)") { try JSONBridge.cbor(fromJSON: bad) }
         }
+        for bad in [#"{"$bytes": "abc"}"#, #"{"$bytes": "zz"}"#, #"{"$bytes": 12}"#, #"{"$bytes": ["00"]}"#] {
+            #expect(throws: JSONBridge.Failure.self, "\(bad)") { try JSONBridge.cbor(fromJSON: bad) }
+        }
+        // Beside other keys, `$bytes` is an ordinary key.
+        #expect(
+            try JSONBridge.cbor(fromJSON: #"{"$bytes": "zz", "a": 1}"#)
+                == .map([(.text("$bytes"), .text("zz")), (.text("a"), .unsigned(1))]))
+        #expect(try JSONBridge.cbor(fromJSON: #"{"$bytes": ""}"#) == .bytes([]))
         #expect(try JSONBridge.cbor(fromJSON: "18446744073709551615") == .unsigned(.max))
         #expect(try JSONBridge.cbor(fromJSON: "-18446744073709551616") == .negative(.max))
         #expect(try JSONBridge.cbor(fromJSON: "1e2") == .float(100))
@@ -120,6 +128,13 @@ import Testing
             return ("\(d)", .float(d))
         case 2: return Bool.random(using: &rng) ? ("true", .bool(true)) : ("null", .null)
         case 3:
+            if Bool.random(using: &rng) {  // a byte string, as the CLI prints one
+                let bytes = (0..<Int.random(in: 0...6, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                let hex = Bool.random(using: &rng) ? bytes.hex : bytes.hex.uppercased()
+                return (
+                    "{" + space() + "\"$bytes\"" + space() + ":" + space() + "\"\(hex)\"" + space() + "}", .bytes(bytes)
+                )
+            }
             let s = randomString(&rng)
             return (escaped(s, &rng), .text(s))
         case 4:

@@ -1,3 +1,4 @@
+import Foundation
 import Oscar
 
 /// The stock of one node, at `/user/inventory`: SKU to count. Logs a
@@ -10,7 +11,12 @@ public final class Inventory: Reactor {
     /// report).
     public static let reportEvery: Duration = .seconds(30)
 
+    /// Photos kept at most: each can be as large as a message, so the
+    /// actor bounds how many it keeps, not only how large each is.
+    public static let maxPhotos = 16
+
     private var stock: [String: Int] = [:]
+    private var photos: [String: Data] = [:]
     private var changedSinceReport = false
 
     public init() {}
@@ -40,6 +46,15 @@ public final class Inventory: Reactor {
                 me.changedSinceReport = true
                 return .removed(remaining: available - m.count)
             })
+        r.on(
+            PutPhoto.self,
+            do: { me, m in
+                guard me.photos[m.sku] != nil || me.photos.count < maxPhotos else {
+                    throw InventoryError.tooManyPhotos(maxPhotos)
+                }
+                me.photos[m.sku] = m.photo
+            })
+        r.on(GetPhoto.self, result: { me, m in me.photos[m.sku] })
         r.on(ReportStock.self, do: { me, _ in me.report() })
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Oscar
 
 // Each message names the actor that handles it (`Receiver`), so a typed ref
@@ -41,6 +42,27 @@ public struct RemoveStock: Message {
 public enum Removal: Codable, Sendable, Equatable {
     case removed(remaining: Int)
     case outOfStock(available: Int)
+}
+
+/// Keeps a photo of `sku`, replacing the one before. A large message: one
+/// over 64 KiB travels in chunks between the small ones, up to the nodes'
+/// maximum message size (64 MiB by default). A tell.
+public struct PutPhoto: Message {
+    public typealias Receiver = Inventory
+    public var sku: String
+    public var photo: Data
+    public init(sku: String, photo: Data) {
+        self.sku = sku
+        self.photo = photo
+    }
+}
+
+/// The photo of `sku`, or nil when it has none.
+public struct GetPhoto: Message {
+    public typealias Receiver = Inventory
+    public typealias Reply = Data?
+    public var sku: String
+    public init(sku: String) { self.sku = sku }
 }
 
 /// A price for `count` of `sku`, from the `pricing` pool.
@@ -91,11 +113,14 @@ struct ReportStock: Message {
 public enum InventoryError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
     case negativeCount(Int)
     case tooMany(Int)
+    /// A photo for a new SKU when this many are kept already.
+    case tooManyPhotos(Int)
 
     public var description: String {
         switch self {
         case .negativeCount(let n): "a count must not be negative, not \(n)"
         case .tooMany(let n): "\(n) is more than one request may move (at most \(Inventory.maxMove))"
+        case .tooManyPhotos(let n): "this node keeps photos of at most \(n) SKUs"
         }
     }
 }
