@@ -12,9 +12,12 @@ package enum JSONBridge {
         case invalidJSON(String)
         /// An object has this key twice: which one wins would be a guess.
         case duplicateKey(String)
+        /// Valid JSON whose `{"$bytes": …}` does not spell bytes.
+        case invalidBytes(String)
         public var description: String {
             switch self {
             case .invalidJSON(let why): "invalid JSON: \(why)"
+            case .invalidBytes(let why): why
             case .duplicateKey(let key): "invalid JSON: the key \(quote(key)) appears twice in one object"
             }
         }
@@ -163,10 +166,12 @@ private struct JSONReader {
     /// The key of an object that stands for a byte string.
     static let bytesKey = "$bytes"
 
-    /// The byte string that `{"$bytes": "<hex>"}` spells.
+    /// The byte string that `{"$bytes": "<hex>"}` spells (the object ends
+    /// at `i`).
     func byteString(_ spelled: CBORValue) throws(JSONBridge.Failure) -> CBORValue {
         guard case .text(let hex) = spelled, let bytes = [UInt8](hex: hex) else {
-            throw failure("{\"$bytes\": …} takes a string of hex digits, two a byte")
+            throw .invalidBytes(
+                "{\"$bytes\": …} ending at byte \(i) must hold a string of hex digits, two for each byte")
         }
         return .bytes(bytes)
     }

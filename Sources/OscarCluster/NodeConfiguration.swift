@@ -32,6 +32,8 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var secretFile: String?
     public var roles: Set<String> = []
     public var loops = EventLoopGroup.defaultLoopCount
+    /// `ClusterNode.Settings.maxMessageSize`.
+    public var maxMessageSize = 64 << 20
     /// Nil: no management endpoint.
     public var httpPort: Int?
     public var httpHost = "127.0.0.1"
@@ -186,6 +188,7 @@ package struct NodeConfiguration: Sendable, Equatable {
             host: bindHost, port: port, secret: secret, loopCount: loops, seeds: seeds, roles: roles,
             httpPort: httpPort, httpHost: httpHost)
         s.advertisedHost = advertisedHost
+        s.maxMessageSize = maxMessageSize
         s.membership = membership
         s.membershipTick = heartbeatInterval
         if let tlsCertificate, let tlsKey, let tlsCA {
@@ -283,6 +286,15 @@ package struct NodeConfiguration: Sendable, Equatable {
             c.loops = try int(t, 1...256)
         } show: {
             "\($0.loops)"
+        },
+        Key(
+            name: "max-message-size",
+            help:
+                "largest message sent or accepted, in bytes or with KiB, MiB or GiB (at most 2GiB; every node the same)"
+        ) { c, t throws(Reason) in
+            c.maxMessageSize = try byteCount(t, 1...(1 << 31))
+        } show: {
+            byteText($0.maxMessageSize)
         },
         Key(name: "http-port", help: "management HTTP port: /members, /health, /metrics (0: any free one)") {
             c, t throws(Reason) in
@@ -396,6 +408,30 @@ package struct NodeConfiguration: Sendable, Equatable {
             throw Reason(text: "must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
         }
         return n
+    }
+
+    private static let byteUnits = [("GiB", 30), ("MiB", 20), ("KiB", 10)]
+
+    /// A size as `67108864`, `64MiB`, `512KiB` or `2GiB`, in `range` bytes.
+    private static func byteCount(_ text: String, _ range: ClosedRange<Int>) throws(Reason) -> Int {
+        let unit = byteUnits.first { text.hasSuffix($0.0) }
+        let digits = unit.map { String(text.dropLast($0.0.count)) } ?? text
+        let shift = unit?.1 ?? 0
+        guard let n = Int(digits.filter { $0 != "_" }), n >= 0, n <= range.upperBound >> shift,
+            range.contains(n << shift)
+        else {
+            throw Reason(
+                text:
+                    "must be a size from \(byteText(range.lowerBound)) to \(byteText(range.upperBound)) (bytes, or with KiB, MiB or GiB), not '\(text)'"
+            )
+        }
+        return n << shift
+    }
+
+    /// A size as `byteCount` reads it: in the largest unit that divides it.
+    private static func byteText(_ bytes: Int) -> String {
+        guard bytes > 0, let unit = byteUnits.first(where: { bytes % (1 << $0.1) == 0 }) else { return "\(bytes)" }
+        return "\(bytes >> unit.1)\(unit.0)"
     }
 
     /// A setting that names a file: any path but an empty one.

@@ -178,6 +178,13 @@ enum NetworkCommands {
             bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
         } else if argument.hasPrefix("@") {
             let path = String(argument.dropFirst())
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw .usage("cannot read the message from '\(path)': no such file")
+            }
+            guard !isDirectory.boolValue else {
+                throw .usage("cannot read the message from '\(path)': it is a directory")
+            }
             do {
                 bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
             } catch {

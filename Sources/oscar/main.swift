@@ -154,7 +154,7 @@ let usage = """
     out of 'ps'. 'oscar secret' prints a new one.
 
     Exit codes: 0 success; 1 the command failed (the actor or its node answered with
-    an error); 3 timeout; 4 node unreachable or connection refused; 64 bad arguments.
+    an error, or the message is over the maximum size); 3 timeout; 4 node unreachable or connection refused; 64 bad arguments.
     """
 
 ProcessControl.lineBufferStandardOutput()

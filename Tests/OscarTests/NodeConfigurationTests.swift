@@ -32,6 +32,26 @@ import Testing
         #expect(settings.port == 7300 && settings.membership.stableAfter == 7)
     }
 
+    /// `max-message-size` takes bytes or KiB, MiB and GiB, up to the wire's
+    /// 2 GiB, and reaches the node's settings.
+    @Test func theMaximumMessageSizeIsASizeUpToTwoGiB() throws {
+        func resolved(_ text: String) -> Int? {
+            try? NodeConfiguration.resolve(flags: ["max-message-size": text], environment: [:], file: nil)
+                .configuration.clusterSettings(secret: "s").maxMessageSize
+        }
+        #expect(NodeConfiguration().clusterSettings(secret: "s").maxMessageSize == 64 << 20)
+        #expect(resolved("16MiB") == 16 << 20)
+        #expect(resolved("512KiB") == 512 << 10)
+        #expect(resolved("2GiB") == 1 << 31)
+        #expect(resolved("1_000_000") == 1_000_000)
+        for bad in ["3GiB", "2147483649", "0", "-1", "12x", "MiB", "", "9223372036854775807GiB"] {
+            #expect(resolved(bad) == nil, "\(bad)")
+        }
+        let file = try NodeConfiguration.resolve(
+            flags: [:], environment: [:], file: ("n.json", #"{"max-message-size": "32MiB"}"#))
+        #expect(file.configuration.maxMessageSize == 32 << 20 && file.sources["max-message-size"] == .file)
+    }
+
     /// `cluster-size` reaches `MembershipSettings.scaled(toClusterSize:)`
     /// from a flag, the environment or a file, on top of the windows given.
     @Test func aClusterSizeOverAThousandWidensTheDowningWindows() throws {
