@@ -290,7 +290,7 @@ package struct NodeConfiguration: Sendable, Equatable {
         Key(
             name: "max-message-size",
             help:
-                "largest message sent or accepted, in bytes or with KiB, MiB or GiB (at most 2GiB; every node the same)"
+                "largest message sent or accepted, in bytes or with KiB, MiB or GiB (at most 2GiB)"
         ) { c, t throws(Reason) in
             c.maxMessageSize = try byteCount(t, 1...(1 << 31))
         } show: {

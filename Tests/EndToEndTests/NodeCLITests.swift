@@ -70,6 +70,15 @@ import Testing
             (["ask", "\(base)/user/nobody", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 1, "no actor at"),
             (["ask", "\(base)/user/echo", "Echo", "{not json"], "e2e-cluster-secret-01", 64, "invalid JSON"),
             (["ask", "not-a-uri", "Echo", "{}"], "e2e-cluster-secret-01", 64, "is not an actor URI"),
+            (
+                ["ask", "\(base)/user/echo", "Echo", "@/nonexistent/oscar.json"], "e2e-cluster-secret-01", 64,
+                "no such file"
+            ),
+            (["ask", "\(base)/user/echo", "Echo", "@/"], "e2e-cluster-secret-01", 64, "is a directory"),
+            (
+                ["ask", "\(base)/user/echo", "Echo", #"{"text":{"$bytes":"abc"}}"#], "e2e-cluster-secret-01", 64,
+                "hex digits"
+            ),
             (["ask", "\(base)/user/echo", "Echo", #"{"wrong":1}"#], "e2e-cluster-secret-01", 1, "missing key 'text'"),
             (
                 ["ask", "oscar://127.0.0.1:1/user/echo", "Echo", #"{"text":"x"}"#], "e2e-cluster-secret-01", 4,
@@ -83,6 +92,15 @@ import Testing
             #expect(r.stderr.contains(c.says), "\(c.args): \(r.stderr)")
             #expect(r.stderr.split(separator: "\n").count == 1, "one line: \(r.stderr)")
         }
+        // A message from a file (@FILE), larger than one argument may be: it
+        // travels in chunks both ways.
+        let path = NSTemporaryDirectory() + "oscar-e2e-\(getpid())-echo.json"
+        let text = String(repeating: "file ", count: 40_000)
+        try #"{"text":"\#(text)"}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let fromFile = try await OscarProcess.run(["ask", "\(base)/user/echo", "Echo", "@\(path)"])
+        #expect(fromFile.status == 0, "\(fromFile.stderr)")
+        #expect(fromFile.stdout.contains(text))
     }
 
     /// `--help` after a command explains it and runs nothing: `oscar chaos
