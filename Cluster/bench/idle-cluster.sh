@@ -50,7 +50,7 @@ victim=$((base + nodes / 2))
 victim_pid=$(pgrep -f -- "node --port $victim( |\$)" | head -1)
 killed_at=$(date +%H:%M:%S.%3N)
 kill -9 "$victim_pid"
-removed="cluster: removed: 127\.0\.0\.1:$victim\$"
+removed="cluster: removed: 127\.0\.0\.1:$victim "
 deadline=$((SECONDS + 60))
 until [ "$(grep -l -E "$removed" "$dir"/node-*.log | wc -l)" -ge $((nodes - 1)) ]; do
   [ "$SECONDS" -lt "$deadline" ] || { echo "the killed member was not removed from every view in 60 s" >&2; exit 1; }
@@ -65,6 +65,6 @@ since_kill() { # pattern first|last
       if (n == 0 || (which == "first" ? d < best : d > best)) best = d; n++ }
     END { print best }'
 }
-echo "oscar idle_${nodes}_kill_unreachable $(since_kill "cluster: unreachable: 127\.0\.0\.1:$victim\$" first) ms"
-echo "oscar idle_${nodes}_kill_down $(since_kill "cluster: down: 127\.0\.0\.1:$victim\$" first) ms"
+echo "oscar idle_${nodes}_kill_unreachable $(since_kill "cluster: unreachable: 127\.0\.0\.1:$victim " first) ms"
+echo "oscar idle_${nodes}_kill_down $(since_kill "cluster: down: 127\.0\.0\.1:$victim " first) ms"
 echo "oscar idle_${nodes}_kill_removed $(since_kill "$removed" last) ms"

@@ -12,19 +12,24 @@ public enum ClusterEvent: Sendable, Hashable, CustomStringConvertible {
     case reachable(Member)
     case leaderChanged(NodeAddress?)
 
+    /// "up: 127.0.0.1:7001 (uid 1750…)": the uid names the incarnation, so
+    /// a restarted node's "up" and its old incarnation's "removed", which
+    /// share an address, read as two processes, not one.
     public var description: String {
         switch self {
-        case .memberJoined(let m): "joined: \(m.node)"
-        case .memberUp(let m): "up: \(m.node)"
-        case .memberLeft(let m): "leaving: \(m.node)"
-        case .memberExited(let m): "exiting: \(m.node)"
-        case .memberDowned(let m): "down: \(m.node)"
-        case .memberRemoved(let m): "removed: \(m.node)"
-        case .unreachable(let m): "unreachable: \(m.node)"
-        case .reachable(let m): "reachable again: \(m.node)"
+        case .memberJoined(let m): "joined: \(Self.named(m))"
+        case .memberUp(let m): "up: \(Self.named(m))"
+        case .memberLeft(let m): "leaving: \(Self.named(m))"
+        case .memberExited(let m): "exiting: \(Self.named(m))"
+        case .memberDowned(let m): "down: \(Self.named(m))"
+        case .memberRemoved(let m): "removed: \(Self.named(m))"
+        case .unreachable(let m): "unreachable: \(Self.named(m))"
+        case .reachable(let m): "reachable again: \(Self.named(m))"
         case .leaderChanged(let n): "leader: \(n.map { "\($0)" } ?? "none")"
         }
     }
+
+    private static func named(_ member: Member) -> String { "\(member.node) (uid \(member.uid))" }
 
     /// The events that take one view of the cluster to the next, in address
     /// order. A member leaves `current` only by being removed, so walking the
