@@ -17,19 +17,19 @@ public enum ClusterEvent: Sendable, Hashable, CustomStringConvertible {
     /// share an address, read as two processes, not one.
     public var description: String {
         switch self {
-        case .memberJoined(let m): "joined: \(Self.named(m))"
-        case .memberUp(let m): "up: \(Self.named(m))"
-        case .memberLeft(let m): "leaving: \(Self.named(m))"
-        case .memberExited(let m): "exiting: \(Self.named(m))"
-        case .memberDowned(let m): "down: \(Self.named(m))"
-        case .memberRemoved(let m): "removed: \(Self.named(m))"
-        case .unreachable(let m): "unreachable: \(Self.named(m))"
-        case .reachable(let m): "reachable again: \(Self.named(m))"
+        case .memberJoined(let m): "joined: \(Self.incarnationText(m))"
+        case .memberUp(let m): "up: \(Self.incarnationText(m))"
+        case .memberLeft(let m): "leaving: \(Self.incarnationText(m))"
+        case .memberExited(let m): "exiting: \(Self.incarnationText(m))"
+        case .memberDowned(let m): "down: \(Self.incarnationText(m))"
+        case .memberRemoved(let m): "removed: \(Self.incarnationText(m))"
+        case .unreachable(let m): "unreachable: \(Self.incarnationText(m))"
+        case .reachable(let m): "reachable again: \(Self.incarnationText(m))"
         case .leaderChanged(let n): "leader: \(n.map { "\($0)" } ?? "none")"
         }
     }
 
-    private static func named(_ member: Member) -> String { "\(member.node) (uid \(member.uid))" }
+    private static func incarnationText(_ member: Member) -> String { "\(member.node) (uid \(member.uid))" }
 
     /// The events that take one view of the cluster to the next, in address
     /// order. A member leaves `current` only by being removed, so walking the
