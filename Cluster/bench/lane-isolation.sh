@@ -6,6 +6,8 @@
 #                  between two other processes, at normal priority;
 #   beside_idle  - the same stream at SCHED_IDLE (`chrt -i 0`), which
 #                  yields a core to any normal thread that wakes;
+#   beside_nice  - the same stream at nice 19 (`nice -n 19`): a weight of
+#                  15 against 1,024, so it yields less but is never starved;
 #   w2s          - W2 under the stream between the same two nodes (today's
 #                  W2S: one loop per node carries both).
 # Prints the median of each figure as `oscar <figure> <value> <unit>`:
@@ -83,6 +85,9 @@ for run in $(seq 1 "$RUNS"); do
   stop_stream
   start_stream beside_idle chrt -i 0
   measure beside_idle w2
+  stop_stream
+  start_stream beside_nice nice -n 19
+  measure beside_nice w2
   stop_stream
   measure w2s w2s
 done
