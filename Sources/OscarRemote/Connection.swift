@@ -471,11 +471,22 @@ package final class Connection: @unchecked Sendable {
 
     private func trySocketWrite(_ bytes: UnsafeRawBufferPointer) -> Int {
         guard state != .closed, !bytes.isEmpty else { return 0 }
-        var buf = uv_buf_init(
-            UnsafeMutablePointer(mutating: bytes.baseAddress!.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
-        let taken = max(0, Int(uv_try_write(stream, &buf, 1)))
+        var buf = Self.uvBuffer(bytes)
+        return trySocketWrite(&buf, count: 1)
+    }
+
+    /// One `uv_try_write` of `count` buffers (a writev): what the socket
+    /// took, 0 for nothing or an error; progress for the stall clock.
+    private func trySocketWrite(_ bufs: UnsafePointer<uv_buf_t>, count: Int) -> Int {
+        let taken = max(0, Int(uv_try_write(stream, bufs, UInt32(count))))
         if taken > 0 { lastWriteProgress = uv_hrtime() }
         return taken
+    }
+
+    /// A libuv buffer over borrowed bytes, which libuv only reads.
+    private static func uvBuffer(_ bytes: UnsafeRawBufferPointer) -> uv_buf_t {
+        uv_buf_init(
+            UnsafeMutablePointer(mutating: bytes.baseAddress?.assumingMemoryBound(to: CChar.self)), UInt32(bytes.count))
     }
 
     /// Writes the buffers, in order, as one frame: what the socket takes
@@ -489,12 +500,8 @@ package final class Connection: @unchecked Sendable {
         }
         guard tls == nil else { return write(buffers.joinedBytes) }
         let total = buffers.reduce(0) { $0 + $1.count }
-        var bufs = buffers.map {
-            uv_buf_init(
-                UnsafeMutablePointer(mutating: $0.baseAddress?.assumingMemoryBound(to: CChar.self)), UInt32($0.count))
-        }
-        let taken = max(0, Int(uv_try_write(stream, &bufs, UInt32(bufs.count))))
-        if taken > 0 { lastWriteProgress = uv_hrtime() }
+        let bufs = buffers.map(Self.uvBuffer)
+        let taken = trySocketWrite(bufs, count: bufs.count)
         guard taken < total else { return }
         queue(Self.unwritten(buffers, after: taken))
     }

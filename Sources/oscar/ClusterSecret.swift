@@ -35,7 +35,7 @@ enum ClusterSecret {
             guard n > 0 else { throw .failed("cannot read /dev/urandom: \(String(cString: strerror(errno)))") }
             filled += n
         }
-        return bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return bytes.hex
     }
 
     /// `oscar secret`: prints a new random secret.
