@@ -77,6 +77,11 @@ extension ProcessControl {
     /// or one that never ends (`/dev/zero`), is refused after `limit + 1`
     /// bytes, not read for ever.
     package static func readFile(_ path: String, atMost limit: Int) throws(FileError) -> String {
+        String(decoding: try readBytes(path, atMost: limit), as: UTF8.self)
+    }
+
+    /// As `readFile`, the bytes as they are (for a caller that checks them).
+    package static func readBytes(_ path: String, atMost limit: Int) throws(FileError) -> [UInt8] {
         guard let file = fopen(path, "rb") else {
             throw FileError(description: "cannot read '\(path)': \(String(cString: strerror(errno)))")
         }
@@ -94,7 +99,7 @@ extension ProcessControl {
         guard bytes.count <= limit else {
             throw FileError(description: "'\(path)' is larger than the maximum of \(limit) bytes")
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     /// Calls `handler` (on a dispatch queue) for each of these signals,

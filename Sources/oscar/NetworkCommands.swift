@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 import Glibc
 import Oscar
 import OscarDemo
@@ -173,31 +172,24 @@ enum NetworkCommands {
     /// with a large `Data` in it does not fit a command line: Linux takes
     /// 128 KiB an argument.
     static func messageText(_ argument: String) throws(CLIError) -> String {
+        guard argument == "-" || argument.hasPrefix("@") else { return argument }
+        let path = argument == "-" ? "/dev/stdin" : String(argument.dropFirst())
         let bytes: [UInt8]
-        if argument == "-" {
-            bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
-        } else if argument.hasPrefix("@") {
-            let path = String(argument.dropFirst())
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                throw .usage("cannot read the message from '\(path)': no such file")
-            }
-            guard !isDirectory.boolValue else {
-                throw .usage("cannot read the message from '\(path)': it is a directory")
-            }
-            do {
-                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw .usage("cannot read the message from '\(path)': \(error.localizedDescription)")
-            }
-        } else {
-            return argument
+        do {
+            bytes = try ProcessControl.readBytes(path, atMost: maxMessageText)
+        } catch {
+            throw .usage("\(error)")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .usage("the message in '\(argument)' is not UTF-8 text")
         }
         return text
     }
+
+    /// The most JSON read for one message: four times the CLI's maximum
+    /// message size (64 MiB), room for a `Data` spelled in hex (two digits
+    /// a byte) and the text around it; a file that never ends stops there.
+    static let maxMessageText = 4 * (64 << 20)
 
     /// `oscar ask URI Type '{json}'` asks with a message; `oscar ask URI
     /// .function '[args]'` calls a distributed function by name, with its

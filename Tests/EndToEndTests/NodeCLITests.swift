@@ -72,9 +72,9 @@ import Testing
             (["ask", "not-a-uri", "Echo", "{}"], "e2e-cluster-secret-01", 64, "is not an actor URI"),
             (
                 ["ask", "\(base)/user/echo", "Echo", "@/nonexistent/oscar.json"], "e2e-cluster-secret-01", 64,
-                "no such file"
+                "No such file or directory"
             ),
-            (["ask", "\(base)/user/echo", "Echo", "@/"], "e2e-cluster-secret-01", 64, "is a directory"),
+            (["ask", "\(base)/user/echo", "Echo", "@/"], "e2e-cluster-secret-01", 64, "Is a directory"),
             (
                 ["ask", "\(base)/user/echo", "Echo", #"{"text":{"$bytes":"abc"}}"#], "e2e-cluster-secret-01", 64,
                 "hex digits"
