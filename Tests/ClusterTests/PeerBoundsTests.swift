@@ -48,9 +48,14 @@ final class InflateActor: Reactor {
     /// The next reply frame's correlation id and decoded value.
     static func readReply<R: Decodable>(_ peer: RawPeer, as: R.Type) throws -> (UInt64, R)? {
         guard let (kind, rest) = peer.readFrame(), kind == .reply else { return nil }
-        let body = [kind.rawValue] + rest
-        return try body.withUnsafeBytes { frame in
+        return try reply(body: [kind.rawValue] + rest, as: R.self)
+    }
+
+    /// A frame body's correlation id and decoded value, if it is a reply.
+    static func reply<R: Decodable>(body: [UInt8], as: R.Type) throws -> (UInt64, R)? {
+        try body.withUnsafeBytes { frame in
             let envelope = try WireEnvelope.parse(frame)
+            guard envelope.kind == .reply else { return nil }
             let payload = Array(UnsafeRawBufferPointer(rebasing: frame[envelope.payload]))
             return (envelope.correlation, try CBORDecoder().decode(R.self, from: payload))
         }
@@ -171,12 +176,7 @@ final class InflateActor: Reactor {
                 body += data
                 peer.send(LargeMessageLane.acknowledgement(data.count))
             }
-            return try body.withUnsafeBytes { frame in
-                let envelope = try WireEnvelope.parse(frame)
-                guard envelope.kind == .reply else { return nil }
-                let payload = Array(UnsafeRawBufferPointer(rebasing: frame[envelope.payload]))
-                return (envelope.correlation, try CBORDecoder().decode(String.self, from: payload))
-            }
+            return try Self.reply(body: body, as: String.self)
         }
         #expect(reply?.0 == 9)
         #expect(reply?.1 == String(repeating: text, count: 64))
