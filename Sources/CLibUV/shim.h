@@ -23,6 +23,17 @@ static inline void oscar_set_parent_death_signal(int sig) { prctl(PR_SET_PDEATHS
 #include <signal.h>
 static inline void oscar_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
+/// Moves the calling thread to SCHED_IDLE: it runs only on a core nothing
+/// else wants (the bulk lane's threads; see docs/ARCHITECTURE.md). On Linux
+/// the policy is the thread's own. 0, or -1 with errno.
+#ifndef SCHED_IDLE
+#define SCHED_IDLE 5
+#endif
+static inline int oscar_lower_thread_to_idle(void) {
+    struct sched_param param = {0};
+    return sched_setscheduler(0, SCHED_IDLE, &param);
+}
+
 /* glibc 2.34+; declared here because it is only visible with _GNU_SOURCE.
    A spawned child then inherits no descriptor it was not given. */
 #include <spawn.h>

@@ -37,6 +37,9 @@ public enum OscarMetrics {
         /// Chunks of large messages sent and received (a message larger
         /// than 64 KiB travels in chunks of up to 64 KiB).
         case chunksOut, chunksIn
+        /// Large messages sent and received whole on the bulk lane (a
+        /// second connection per node pair; without TLS).
+        case bulkMessagesOut, bulkMessagesIn
     }
 
     /// Receives every change of every counter of one node. Called on the

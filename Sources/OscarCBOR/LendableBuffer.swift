@@ -55,6 +55,17 @@ package final class LendableBuffer: @unchecked Sendable {
         count += chunk.count
     }
 
+    /// Lets `body` write the next `count` bytes in place (at most `room`),
+    /// which then count as appended: the bulk lane reads a message from its
+    /// socket straight into the buffer, with no copy between.
+    package func append<E: Error>(
+        _ count: Int, from body: (UnsafeMutableRawBufferPointer) throws(E) -> Void
+    ) throws(E) {
+        precondition(count <= room, "LendableBuffer.append past its capacity")
+        try body(UnsafeMutableRawBufferPointer(rebasing: storage[self.count..<(self.count + count)]))
+        self.count += count
+    }
+
     /// Runs `body` with the bytes, lent until `body` returns to every decode
     /// that reads them. (Only the thread delivering the message has their
     /// address; the registry is shared because any loop may be delivering.)

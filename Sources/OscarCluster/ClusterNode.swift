@@ -81,6 +81,10 @@ public final class ClusterNode: Sendable {
         /// ordinary frame went to a node (see `LargeMessageLane`). For tests
         /// that must not depend on the machine's speed.
         package var smallTrafficLinger: Duration = .milliseconds(10)
+        /// Large messages take the bulk lane (see `Transport.Settings.bulkLane`);
+        /// false: chunks between the small frames, as with TLS (tests of
+        /// that path turn it off).
+        package var bulkLane = true
         public var name: String
         /// After work, how long a loop polls before blocking in the kernel.
         /// It trades a little CPU after each burst of messages for not waking
@@ -264,6 +268,7 @@ public final class ClusterNode: Sendable {
         transportSettings.outboundCapacity = settings.outboundCapacity
         transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
         transportSettings.smallTrafficLinger = UInt64(settings.smallTrafficLinger.nanoseconds)
+        transportSettings.bulkLane = settings.bulkLane
         transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)
         transportSettings.tls = tls
         let transport = Transport(
@@ -362,7 +367,8 @@ public final class ClusterNode: Sendable {
             gossipRounds: stats.value(.gossipRounds), authenticationFailures: stats.value(.authenticationFailures),
             connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff),
             tlsRefusals: stats.value(.tlsRefusals), chunksOut: stats.value(.chunksOut),
-            chunksIn: stats.value(.chunksIn))
+            chunksIn: stats.value(.chunksIn), bulkMessagesOut: stats.value(.bulkMessagesOut),
+            bulkMessagesIn: stats.value(.bulkMessagesIn))
         return ManagementRoutes.respond(request, snapshot)
     }
 

@@ -34,6 +34,8 @@ package enum ManagementRoutes {
         public var tlsRefusals: Int = 0
         public var chunksOut: Int = 0
         public var chunksIn: Int = 0
+        public var bulkMessagesOut: Int = 0
+        public var bulkMessagesIn: Int = 0
     }
 
     /// One HTTP request, as the shell parsed it; header names are lowercase.
@@ -130,6 +132,12 @@ package enum ManagementRoutes {
             "# HELP oscar_chunks_in_total Chunks of large messages received.",
             "# TYPE oscar_chunks_in_total counter",
             "oscar_chunks_in_total \(s.chunksIn)",
+            "# HELP oscar_bulk_messages_out_total Large messages sent on the bulk lane.",
+            "# TYPE oscar_bulk_messages_out_total counter",
+            "oscar_bulk_messages_out_total \(s.bulkMessagesOut)",
+            "# HELP oscar_bulk_messages_in_total Large messages received on the bulk lane.",
+            "# TYPE oscar_bulk_messages_in_total counter",
+            "oscar_bulk_messages_in_total \(s.bulkMessagesIn)",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

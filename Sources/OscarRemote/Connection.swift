@@ -65,6 +65,12 @@ package final class Connection: @unchecked Sendable {
     /// The preamble and handshake have started (with TLS: once its
     /// handshake is done).
     private var handshakeStarted = false
+    /// A dialled bulk connection: called once, with the socket detached from
+    /// the loop once the handshake is done, or with why there is none.
+    var bulkDialled: ((Result<BulkSocket, BulkSocket.Failure>) -> Void)?
+    /// A connection of the bulk lane (see `BulkLane`): dialled as one, or
+    /// its peer's hello said so.
+    var isBulk: Bool { handshake.isBulk }
     /// A dialled connection that does not run TLS though the node does.
     private let dialsWithoutTLS: Bool
     /// The host and port dialled; the peer's certificate must name the host.
@@ -73,14 +79,14 @@ package final class Connection: @unchecked Sendable {
     /// With `withoutTLS`, a dialled connection of a TLS node skips TLS: the
     /// peer was found to run without it, and this node accepts that
     /// (`TLSPolicy.acceptsPlaintext`).
-    init(transport: Transport, initiator: Bool, withoutTLS: Bool = false) {
+    init(transport: Transport, initiator: Bool, withoutTLS: Bool = false, bulk: Bool = false) {
         self.dialsWithoutTLS = withoutTLS
         self.transport = transport
         self.loop = transport.ioLoop
         self.isInitiator = initiator
         handshake = Handshake(
             role: initiator ? .initiator : .acceptor, local: transport.localNode, secret: transport.secret,
-            nonce: Handshake.randomNonce())
+            nonce: Handshake.randomNonce(), bulk: bulk)
         // Until the peer has proven the secret it may send only handshake
         // frames, which are small: nobody without the secret makes this node
         // hold a large buffer.
@@ -267,6 +273,7 @@ package final class Connection: @unchecked Sendable {
                 buffer.maxFrame = transport.settings.maxFrameSize
                 wasEstablished = true
                 if let t = handshakeTimer { loop.cancelTimer(t) }
+                if isBulk { return transport.bulkEstablished(self, peer: node) }
                 transport.established(self, peer: node)
             case .fail(let reason, let tellPeer):
                 peer = peer ?? handshake.peer
@@ -599,6 +606,29 @@ package final class Connection: @unchecked Sendable {
     }
 
     fileprivate func shutdownFinished() { UVHandle.close(tcp) }
+
+    /// Hands over a bulk connection's socket, once its handshake is done:
+    /// a duplicate of the descriptor, for blocking calls off the loop, and
+    /// this connection closes without closing the socket. Nil (and closed)
+    /// when bytes are still unread or unwritten here, or with TLS, whose
+    /// session cannot leave the connection: neither happens to a bulk
+    /// connection of this protocol, where nobody writes after the handshake
+    /// until the other side finished its own.
+    func detachSocket() -> Int32? {
+        var fd = uv_os_fd_t()
+        guard state == .established, tls == nil, buffer.isEmpty, unsentBytes == 0,
+            uv_fileno(UnsafeMutableRawPointer(tcp).assumingMemoryBound(to: uv_handle_t.self), &fd) == 0
+        else {
+            close("a bulk connection with bytes in flight or TLS")
+            return nil
+        }
+        let duplicate = dup(fd)
+        state = .closed
+        uv_read_stop(stream)
+        UVHandle.close(tcp)
+        guard duplicate >= 0 else { return nil }
+        return duplicate
+    }
 }
 
 // MARK: - C callbacks

@@ -53,6 +53,9 @@ final class FrameBuffer {
 
     package func didRead(_ count: Int) { writeIndex += count }
 
+    /// No bytes received and not yet taken.
+    var isEmpty: Bool { readIndex == writeIndex }
+
     private func grow(to needed: Int) {
         var newCapacity = capacity
         while newCapacity < needed { newCapacity *= 2 }

@@ -26,7 +26,7 @@ import OscarRuntime
 /// with a reason and logs it; the other side logs the reason it receives.
 struct Handshake {
     static let magic: [UInt8] = Array("OSCR".utf8)
-    package static let version: UInt16 = 4
+    package static let version: UInt16 = 5
     static var preamble: [UInt8] { magic + [UInt8(version >> 8), UInt8(version & 0xff)] }
 
     package enum Role { case initiator, acceptor }
@@ -40,7 +40,12 @@ struct Handshake {
     }
 
     // Nonces and MACs are `Data`, so they travel as CBOR byte strings.
-    struct Hello: Codable { var node: NodeAddress; var nonce: Data }
+    struct Hello: Codable {
+        var node: NodeAddress
+        var nonce: Data
+        /// "bulk" for a connection of the bulk lane (see `BulkLane`).
+        var lane: String?
+    }
     struct Challenge: Codable { var node: NodeAddress; var nonce: Data }
     struct Proof: Codable { var mac: Data }
     struct Reject: Codable { var reason: String }
@@ -58,12 +63,16 @@ struct Handshake {
     private var localNonce: [UInt8]
     private var peerNonce: [UInt8] = []
     package private(set) var peer: NodeAddress?
+    /// The connection is one of the bulk lane: said by the initiator's
+    /// hello, so the acceptor learns it from there.
+    package private(set) var isBulk: Bool
     /// The handshake failed because a MAC was wrong: worth counting and
     /// logging with the peer's address, since it may be someone guessing.
     private(set) var authenticationFailed = false
 
-    init(role: Role, local: NodeAddress, secret: [UInt8], nonce: [UInt8]) {
+    init(role: Role, local: NodeAddress, secret: [UInt8], nonce: [UInt8], bulk: Bool = false) {
         self.role = role
+        self.isBulk = bulk
         self.local = local
         self.secret = secret
         self.localNonce = nonce
@@ -75,7 +84,7 @@ struct Handshake {
         switch role {
         case .initiator:
             state = .awaitingChallenge
-            return [.send(.hello, encode(Hello(node: local, nonce: Data(localNonce))))]
+            return [.send(.hello, encode(Hello(node: local, nonce: Data(localNonce), lane: isBulk ? "bulk" : nil)))]
         case .acceptor:
             state = .awaitingHello
             return []
@@ -109,6 +118,8 @@ struct Handshake {
                 let hello = try CBORDecoder().decode(Hello.self, from: payload)
                 guard hello.nonce.count == 32 else { return fail("the peer's nonce is not 32 bytes") }
                 guard hello.node.uid != local.uid else { return fail("connected to itself") }
+                guard hello.lane == nil || hello.lane == "bulk" else { return fail("unknown lane \(hello.lane!)") }
+                isBulk = hello.lane != nil
                 peer = hello.node
                 peerNonce = Array(hello.nonce)
                 state = .awaitingProof
@@ -153,7 +164,8 @@ struct Handshake {
     private func mac(_ label: String) -> [UInt8] {
         let (initiatorNonce, acceptorNonce) = role == .initiator ? (localNonce, peerNonce) : (peerNonce, localNonce)
         let (initiatorUID, acceptorUID) = role == .initiator ? (local.uid, peer?.uid ?? 0) : (peer?.uid ?? 0, local.uid)
-        var message = Array(label.utf8) + initiatorNonce + acceptorNonce
+        // The lane is in the MAC: nobody between can turn one into the other.
+        var message = Array((isBulk ? label + "-bulk" : label).utf8) + initiatorNonce + acceptorNonce
         for uid in [initiatorUID, acceptorUID] {
             for shift in stride(from: 56, through: 0, by: -8) {
                 message.append(UInt8(truncatingIfNeeded: uid >> UInt64(shift)))

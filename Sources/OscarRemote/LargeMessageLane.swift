@@ -165,6 +165,36 @@ struct LargeMessageLane {
         }
     }
 
+    /// The head is a message to chunk (not a frame kept in its place) and
+    /// none of it has gone yet: it may still take the bulk lane.
+    var headIsUnstartedMessage: Bool { head < entries.count && !entries[head].whole && entries[head].sent == 0 }
+
+    /// The message at the head, whole, for the bulk lane: its body as
+    /// slices of where it is, and its length. Nil when the head is not a
+    /// message to chunk, or was handed out already. It stays at the head,
+    /// holding the frames queued behind it, until `finishHanded`.
+    mutating func handHeadToBulkLane() -> (body: [OutgoingFrame.Piece], count: Int)? {
+        guard headIsUnstartedMessage else { return nil }
+        let count = entries[head].bodyCount
+        entries[head].sent = count
+        return (Self.pieces(of: entries[head], from: 0, count: count), count)
+    }
+
+    /// The start of the handed message's body: its kind, flags and, for an
+    /// ask, correlation.
+    var handedHead: ArraySlice<UInt8> {
+        guard head < entries.count else { return [] }
+        let entry = entries[head]
+        return entry.buffer[entry.bodyStart..<min(entry.buffer.count, entry.bodyStart + 10)]
+    }
+
+    /// The handed message is gone (delivered or failed): the frames behind
+    /// it may go.
+    mutating func finishHanded() {
+        guard head < entries.count else { return }
+        finishEntry()
+    }
+
     /// The receiver took `count` more chunk bytes.
     mutating func acknowledged(_ count: Int) { unacknowledged = max(0, unacknowledged - count) }
 
@@ -188,7 +218,7 @@ struct LargeMessageLane {
     /// storage alive, so the frame stays valid whatever the lane does next
     /// (a write that fails empties the lane from inside the write).
     struct OutgoingFrame {
-        enum Piece {
+        enum Piece: Sendable {
             case buffer(ArraySlice<UInt8>)
             case data(Data)
         }

@@ -24,6 +24,8 @@ package final class NodeStats: Sendable {
     private let tlsRefusals = Atomic<Int>(0)
     private let chunksOut = Atomic<Int>(0)
     private let chunksIn = Atomic<Int>(0)
+    private let bulkMessagesOut = Atomic<Int>(0)
+    private let bulkMessagesIn = Atomic<Int>(0)
 
     private func counter<R>(_ counter: Counter, _ body: (borrowing Atomic<Int>) -> R) -> R {
         switch counter {
@@ -37,6 +39,8 @@ package final class NodeStats: Sendable {
         case .tlsRefusals: body(tlsRefusals)
         case .chunksOut: body(chunksOut)
         case .chunksIn: body(chunksIn)
+        case .bulkMessagesOut: body(bulkMessagesOut)
+        case .bulkMessagesIn: body(bulkMessagesIn)
         }
     }
 

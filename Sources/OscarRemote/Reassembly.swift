@@ -1,4 +1,5 @@
 import OscarCBOR
+import Synchronization
 
 /// The receiving side of the large-message lane on one connection: chunk
 /// frames in, the message's whole frame out once its last chunk is here.
@@ -77,4 +78,28 @@ struct Reassembly {
         skipping = skippingItsRest
         return reserved
     }
+}
+
+/// The transport's bound on bytes of large messages being reassembled or
+/// waiting for their commit, from every peer at once: reserved and released
+/// by the I/O loop and by the bulk lane's threads.
+final class ReassemblyBudget: Sendable {
+    private let capacity: Int
+    private let used = Atomic<Int>(0)
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Takes room for `bytes`; false when the bound has none.
+    func reserve(_ bytes: Int) -> Bool {
+        var current = used.load(ordering: .relaxed)
+        while current + bytes <= capacity {
+            let (exchanged, original) = used.compareExchange(
+                expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    @Sendable func release(_ bytes: Int) { used.subtract(bytes, ordering: .relaxed) }
 }

@@ -45,11 +45,34 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         package var reconnectBackoffMax: Duration = .seconds(5)
         /// TLS on every connection (see `TLSPolicy`); nil: none, as before.
         package var tls: TLSPolicy?
+        /// Large messages go on the bulk lane, a second connection per node
+        /// pair (see `BulkLane`); without it, or with TLS, they go in chunks
+        /// between the small frames (see `LargeMessageLane`).
+        package var bulkLane = true
+        /// The bulk lane's threads run at `SCHED_IDLE`: they take only a
+        /// core nothing else wants (and a node whose cores are all busy
+        /// moves no large messages until one is free).
+        package var bulkLaneAtIdlePriority = true
+        /// A bulk read or write that makes no progress for this long fails
+        /// its message.
+        package var bulkTimeout: Duration = .seconds(10)
 
         package init() {}
     }
 
     package let settings: Settings
+    /// Whether large messages take the bulk lane (not with TLS).
+    var usesBulkLane: Bool { settings.bulkLane && settings.tls == nil }
+    /// Large messages that came on the bulk lane, waiting for their commits.
+    let staged: StagedMessages
+    /// The bulk connections other nodes dialled, one per incarnation: what
+    /// shutdown ends.
+    private let bulkReceivers = Mutex<[UInt64: BulkSocket]>([:])
+    /// Messages the bulk lane started to write (tests watch a transfer
+    /// begin with it).
+    package let bulkSendsStarted = Atomic<Int>(0)
+    /// Bytes of large messages being reassembled or staged, from any thread.
+    private let reassembly: ReassemblyBudget
     package let secret: [UInt8]
     let localNode: NodeAddress
     package let ioLoop: EventLoop
@@ -114,6 +137,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         self.frameFilter = frameFilter
         self.localNode = system.node
         self.ioLoop = system.loops.loops[0]
+        let reassembly = ReassemblyBudget(capacity: settings.reassemblyCapacity)
+        self.reassembly = reassembly
+        self.staged = StagedMessages(release: reassembly.release)
     }
 
     /// The credentials the next TLS session will be made from; nil without TLS.
@@ -236,23 +262,61 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
             inbound -= 1
             if !conn.wasEstablished { handshaking -= 1 }
         }
+        if let dialled = conn.bulkDialled {
+            conn.bulkDialled = nil
+            dialled(.failure(BulkSocket.Failure(description: reason)))
+        }
         // A retired duplicate ending is expected, not a lost connection.
         if !conn.isRetired { conn.association?.lost(conn, reason: reason) }
         conn.association = nil
     }
 
-    /// Bytes of large messages being reassembled on every connection
-    /// (I/O loop), at most `settings.reassemblyCapacity`.
-    private var reassembling = 0
-
     /// Takes room for a large message of `bytes` about to be reassembled.
-    func reserveReassembly(_ bytes: Int) -> Bool {
-        guard reassembling + bytes <= settings.reassemblyCapacity else { return false }
-        reassembling += bytes
-        return true
+    func reserveReassembly(_ bytes: Int) -> Bool { reassembly.reserve(bytes) }
+
+    func releaseReassembly(_ bytes: Int) { reassembly.release(bytes) }
+
+    // MARK: - The bulk lane
+
+    /// A bulk connection finished its handshake: it leaves the I/O loop. A
+    /// dialled one goes to the association that dialled it, an accepted
+    /// one to a receiving thread of its own (replacing any earlier one from
+    /// the same incarnation).
+    func bulkEstablished(_ conn: Connection, peer: NodeAddress) {
+        connections.removeValue(forKey: ObjectIdentifier(conn))
+        if !conn.isInitiator {
+            inbound -= 1
+            handshaking -= 1
+        }
+        let dialled = conn.bulkDialled
+        conn.bulkDialled = nil
+        guard let fd = conn.detachSocket() else {
+            dialled?(.failure(BulkSocket.Failure(description: "the bulk connection could not be detached")))
+            return
+        }
+        let socket = BulkSocket(fd: fd, timeout: settings.bulkTimeout)
+        if conn.isInitiator {
+            dialled?(.success(socket))
+            return
+        }
+        // One receiving thread per incarnation, and no more of them than
+        // inbound connections: beyond it the new one is refused (its sender
+        // fails that message).
+        let admitted = bulkReceivers.withLock { receivers in
+            guard receivers[peer.uid] != nil || receivers.count < settings.maxInboundConnections else { return false }
+            receivers.updateValue(socket, forKey: peer.uid)?.shutdown()
+            return true
+        }
+        guard admitted else { return socket.shutdown() }
+        ProcessControl.onOwnThread { [self] in BulkLane.receive(on: socket, from: peer, transport: self) }
     }
 
-    func releaseReassembly(_ bytes: Int) { reassembling -= bytes }
+    /// A receiving thread is done with `socket`.
+    func bulkReceiverEnded(_ socket: BulkSocket, from peer: NodeAddress) {
+        bulkReceivers.withLock { receivers in
+            if receivers[peer.uid] === socket { receivers[peer.uid] = nil }
+        }
+    }
 
     /// Who hears that an incarnation is gone (`onIncarnationGone`).
     private let goneListeners = Mutex<[@Sendable (NodeAddress) -> Void]>([])
@@ -287,6 +351,7 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
             handshaking = 0
             if let listener { UVHandle.close(listener) }
             listener = nil
+            for socket in bulkReceivers.withLock({ $0.values }) { socket.shutdown() }
             done.signal()
         }
         if ran { done.wait() }

@@ -12,6 +12,9 @@ package enum WireKind: UInt8, Sendable {
     case chunk = 5
     /// The receiver took this many more chunk bytes: the sender may send more.
     case chunkAck = 6
+    /// Delivers a message that came on the bulk lane, here among the
+    /// sender's frames (see `BulkLane`): its id, 8 bytes.
+    case commit = 7
     case hello = 0x10
     case challenge = 0x11
     case proof = 0x12

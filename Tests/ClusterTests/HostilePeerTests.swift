@@ -76,11 +76,13 @@ final class RawPeer: @unchecked Sendable {
         return recv(fd, &byte, 1, 0) == 0
     }
 
-    /// Completes a real handshake as an initiator with `secret`.
-    func handshake(secret: String) -> Bool {
+    /// Completes a real handshake as an initiator with `secret`, as `node`
+    /// (a fresh identity by default), for the bulk lane with `bulk`.
+    func handshake(
+        secret: String, as node: NodeAddress = .local(host: "127.0.0.1", port: 1), bulk: Bool = false
+    ) -> Bool {
         var h = Handshake(
-            role: .initiator, local: .local(host: "127.0.0.1", port: 1), secret: Array(secret.utf8),
-            nonce: Handshake.randomNonce())
+            role: .initiator, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce(), bulk: bulk)
         send(Handshake.preamble)
         for case .send(let kind, let payload) in h.onStart() { send(Connection.handshakeFrame(kind, payload)) }
         guard read(6) == Handshake.preamble else { return false }

@@ -276,11 +276,20 @@ final class InflateActor: Reactor {
         #expect(try await slow.value == 1)  // the connection survived
     }
 
-    @Test func aMessageOverTheReceiversMaximumFailsThatAskNotTheConnection() async throws {
+    /// On either lane: the bulk lane reads past the message and stages a
+    /// refusal; the chunks are skipped.
+    @Test(arguments: [true, false])
+    func aMessageOverTheReceiversMaximumFailsThatAskNotTheConnection(bulkLane: Bool) async throws {
         let b = try Self.node { $0.maxMessageSize = 1 << 20 }
-        let a = try Self.node()  // 64 MiB: it sends what b refuses
+        // 64 MiB: a sends what b refuses; on the bulk lane once a small
+        // message went to b in the last minute.
+        let a = try Self.node {
+            $0.bulkLane = bulkLane
+            $0.smallTrafficLinger = .seconds(60)
+        }
         defer { shutDown(a, b) }
         let inflate = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/inflate")!
+        #expect(try await inflate.ask(Inflate(text: "x", times: 1), timeout: .seconds(30)) == "x")
         do {
             _ = try await inflate.ask(
                 Inflate(text: String(repeating: "x", count: 2 << 20), times: 1), timeout: .seconds(30))
@@ -295,7 +304,8 @@ final class InflateActor: Reactor {
         // The connection stayed: the next ask goes through at once.
         let small = try await inflate.ask(Inflate(text: "y", times: 3), timeout: .seconds(30))
         #expect(small == "yyy")
-        #expect(b.stats.value(.chunksIn) > 0)
+        #expect(b.stats.value(bulkLane ? .bulkMessagesIn : .chunksIn) > 0)
+        #expect(b.stats.value(bulkLane ? .chunksIn : .bulkMessagesIn) == 0)
     }
 
     /// Sizes the wire cannot carry (its lengths are 32-bit) count as the

@@ -8,9 +8,10 @@ import Testing
 
 @testable import OscarCluster
 
-/// Messages larger than a frame travel in chunks between `oscar node`
-/// processes and this one: whole, both ways, without holding up small
-/// messages, and a stream cut by a kill fails its own ask only.
+/// Messages larger than a frame travel on the bulk lane (or, with it off
+/// here, in chunks) between `oscar node` processes and this one: whole,
+/// both ways, without holding up small messages, and a transfer cut by a
+/// kill fails its own ask only.
 @Suite(.serialized, .timeLimit(.minutes(5))) struct LargeMessageTests {
     static let size = 32 << 20
     /// Chunks of a 32 MiB message (64 KiB less a header each).
@@ -23,40 +24,51 @@ import Testing
     }
 
     /// Asks `counter` again and again until `finished`, and counts the
-    /// asks answered while a large message's chunks were going out.
+    /// asks answered while a large message was under way.
     final class SmallAsker: Reactor {
         struct Run: Message {
             typealias Reply = Int
             var counter: ActorRef
         }
         let finished: Flag
-        let chunksOut: @Sendable () -> Int
+        let underWay: @Sendable () -> Bool
 
-        init(finished: Flag, chunksOut: @escaping @Sendable () -> Int) {
+        init(finished: Flag, underWay: @escaping @Sendable () -> Bool) {
             self.finished = finished
-            self.chunksOut = chunksOut
+            self.underWay = underWay
         }
 
         static func reactions(_ r: inout Reactions<SmallAsker>) {
             r.on(
                 Run.self,
                 future: { me, m in
-                    let (finished, chunksOut) = (me.finished, me.chunksOut)
+                    let (finished, underWay) = (me.finished, me.underWay)
                     var during = 0
                     while !finished.isSet {
                         _ = try await m.counter.ask(Demo.GetCount(), timeout: .seconds(30))
-                        let sent = chunksOut()
-                        if sent > 0, sent < LargeMessageTests.chunks { during += 1 }
+                        if underWay() { during += 1 }
                     }
                     return during
                 })
         }
     }
 
-    @Test func a32MiBMessageCrossesNodesBothWaysWhileSmallAsksKeepFlowing() async throws {
+    /// The client for a test: on the bulk lane or, without it, sending in
+    /// chunks. It takes the bulk lane once a small message went to the node
+    /// in the last minute (not 10 ms, so that it does not depend on the
+    /// machine's speed). The node processes reply on either.
+    static func client(bulkLane: Bool) throws -> ClusterNode {
+        var settings = ClusterNode.Settings(secret: "e2e-cluster-secret-01", loopCount: 2)
+        settings.bulkLane = bulkLane
+        settings.smallTrafficLinger = .seconds(60)
+        return try ClusterNode(settings: settings)
+    }
+
+    @Test(arguments: [true, false])
+    func a32MiBMessageCrossesNodesBothWaysWhileSmallAsksKeepFlowing(bulkLane: Bool) async throws {
         let server = try OscarProcess(["node", "--port", "0", "--loops", "2"])
         let port = try #require(await server.listeningPort())
-        let client = try ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 2))
+        let client = try Self.client(bulkLane: bulkLane)
         defer { client.shutdown() }
         let echo = client.system.ref("oscar://127.0.0.1:\(port)/user/echo")!
         let counter = client.system.ref("oscar://127.0.0.1:\(port)/user/counter")!
@@ -75,11 +87,16 @@ import Testing
         // while its chunks were still going out count: encoding and decoding
         // 32 MiB holds a loop whatever the transport does, but the transfer
         // itself must not hold up small messages.
+        // Under way: from its first chunk (or its start on the bulk lane)
+        // until the reply is back whole.
         let stats = client.stats
+        let transport = client.transport
+        let underWay: @Sendable () -> Bool = {
+            let started = bulkLane ? transport.bulkSendsStarted.load(ordering: .relaxed) : stats.value(.chunksOut)
+            return started > 0 && !finished.isSet
+        }
         let askers = try (0..<2).map { n in
-            try client.system.spawn("asker-\(n)") {
-                SmallAsker(finished: finished, chunksOut: { stats.value(.chunksOut) })
-            }
+            try client.system.spawn("asker-\(n)") { SmallAsker(finished: finished, underWay: underWay) }
         }
         var during = 0
         for asker in askers {
@@ -88,19 +105,26 @@ import Testing
         let reply = try await large.value
         #expect(reply.text.utf8.count == Self.size)
         #expect(reply.text == text)
-        // It went out and came back in chunks, and small asks were answered
-        // meanwhile (a single 32 MiB frame would have held them up).
-        #expect(client.stats.value(.chunksOut) >= Self.chunks)
-        #expect(client.stats.value(.chunksIn) >= Self.chunks)
-        #expect(during >= 3, "only \(during) small asks were answered while its chunks went out")
+        // It went out on the bulk lane (or in chunks) and came back on
+        // either, and small asks were answered meanwhile (a single 32 MiB
+        // frame would have held them up).
+        if bulkLane {
+            #expect(client.stats.value(.bulkMessagesOut) == 1)
+            #expect(client.stats.value(.chunksOut) == 0)
+        } else {
+            #expect(client.stats.value(.chunksOut) >= Self.chunks)
+            #expect(client.stats.value(.bulkMessagesOut) == 0)
+        }
+        #expect(client.stats.value(.bulkMessagesIn) == 1 || client.stats.value(.chunksIn) >= Self.chunks)
+        #expect(during >= 3, "only \(during) small asks were answered while it was under way")
     }
 
-    @Test func aLargeMessageCutByAKillFailsOnlyItsOwnAsk() async throws {
+    @Test(arguments: [true, false]) func aLargeMessageCutByAKillFailsOnlyItsOwnAsk(bulkLane: Bool) async throws {
         let victim = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let other = try OscarProcess(["node", "--port", "0", "--loops", "1"])
         let victimPort = try #require(await victim.listeningPort())
         let otherPort = try #require(await other.listeningPort())
-        let client = try ClusterNode(settings: .init(secret: "e2e-cluster-secret-01", loopCount: 2))
+        let client = try Self.client(bulkLane: bulkLane)
         defer { client.shutdown() }
         let victimEcho = client.system.ref("oscar://127.0.0.1:\(victimPort)/user/echo")!
         let otherEcho = client.system.ref("oscar://127.0.0.1:\(otherPort)/user/echo")!
@@ -110,16 +134,21 @@ import Testing
         let text = String(repeating: "z", count: Self.size)
         let cut = Task { try await victimEcho.ask(Demo.Echo(text: text), timeout: .seconds(120)) }
         // Once chunks went out past the first window, the victim has taken
-        // some (it acknowledged them): stop it there, mid-stream. Watched
-        // from a thread of its own, spinning: the stream moves in
-        // milliseconds, faster than a sleeping poll would see.
+        // some (it acknowledged them), or once the bulk lane started writing:
+        // stop it there, mid-stream. Watched from a thread of its own,
+        // spinning: the stream moves in milliseconds, faster than a sleeping
+        // poll would see.
         let stats = client.stats
+        let transport = client.transport
         let pid = victim.process.processIdentifier
+        let progress: @Sendable () -> Int = {
+            bulkLane ? 12 * transport.bulkSendsStarted.load(ordering: .relaxed) : stats.value(.chunksOut)
+        }
         let stoppedAt = try await offThePool {
             let deadline = ContinuousClock.now + .seconds(60)
-            while stats.value(.chunksOut) < 12, ContinuousClock.now < deadline {}
+            while progress() < 12, ContinuousClock.now < deadline {}
             kill(pid, SIGSTOP)
-            return stats.value(.chunksOut)
+            return progress()
         }
         #expect(stoppedAt >= 12)
 
@@ -127,6 +156,7 @@ import Testing
         // small asks: the stalled stream holds up nothing but itself.
         let victimChunks = client.stats.value(.chunksOut)
         #expect(victimChunks < Self.chunks, "the stream was whole before the stop: \(victimChunks) chunks")
+        #expect(client.stats.value(.bulkMessagesOut) == 0, "the message was whole before the stop")
         let reply = try await otherEcho.ask(Demo.Echo(text: text), timeout: .seconds(120))
         #expect(reply.text == text)
 

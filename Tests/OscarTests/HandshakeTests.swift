@@ -8,14 +8,25 @@ import Testing
     let a = NodeAddress(host: "127.0.0.1", port: 7001, uid: 11)
     let b = NodeAddress(host: "127.0.0.1", port: 7002, uid: 22)
 
-    /// Runs both sides against each other, passing frames across.
-    func run(secretA: String, secretB: String) -> (a: [Handshake.Directive], b: [Handshake.Directive]) {
+    /// Runs both sides against each other, passing frames across; the
+    /// initiator dials the bulk lane with `bulk`, and `between` may change
+    /// its hello on the way.
+    func run(
+        secretA: String, secretB: String, bulk: Bool = false,
+        between: (inout Handshake.Hello) -> Void = { _ in }
+    ) -> (a: [Handshake.Directive], b: [Handshake.Directive], acceptorIsBulk: Bool) {
         var initiator = Handshake(
-            role: .initiator, local: a, secret: Array(secretA.utf8), nonce: Handshake.randomNonce())
+            role: .initiator, local: a, secret: Array(secretA.utf8), nonce: Handshake.randomNonce(), bulk: bulk)
         var acceptor = Handshake(role: .acceptor, local: b, secret: Array(secretB.utf8), nonce: Handshake.randomNonce())
         var seenA: [Handshake.Directive] = []
         var seenB: [Handshake.Directive] = []
-        var toB = initiator.onStart()
+        var toB = initiator.onStart().map { directive -> Handshake.Directive in
+            guard case .send(.hello, let payload) = directive,
+                var hello = try? CBORDecoder().decode(Handshake.Hello.self, from: payload)
+            else { return directive }
+            between(&hello)
+            return .send(.hello, (try? CBOREncoder().encode(hello)) ?? payload)
+        }
         _ = acceptor.onStart()
         seenA += toB
         for _ in 0..<4 {
@@ -26,17 +37,34 @@ import Testing
             for case .send(let kind, let payload) in toA { toB += initiator.onFrame(kind, payload) }
             seenA += toB
         }
-        return (seenA, seenB)
+        return (seenA, seenB, acceptor.isBulk)
+    }
+
+    /// The acceptor learns the lane from the hello, and the lane is in the
+    /// MACs: a hello whose lane was changed on the way fails the handshake.
+    @Test func theLaneIsSaidInTheHelloAndProvenByTheMAC() {
+        let secret = "a-long-cluster-secret"
+        let bulk = run(secretA: secret, secretB: secret, bulk: true)
+        #expect(bulk.a.contains(.established(b)) && bulk.b.contains(.established(a)))
+        #expect(bulk.acceptorIsBulk)
+        #expect(!run(secretA: secret, secretB: secret).acceptorIsBulk)
+        for (dialsBulk, lane) in [(true, nil), (false, "bulk")] as [(Bool, String?)] {
+            let changed = run(secretA: secret, secretB: secret, bulk: dialsBulk) { $0.lane = lane }
+            #expect(!changed.a.contains { if case .established = $0 { true } else { false } })
+            #expect(!changed.b.contains { if case .established = $0 { true } else { false } })
+        }
+        let unknown = run(secretA: secret, secretB: secret) { $0.lane = "sideways" }
+        #expect(unknown.b.contains { if case .fail(let r, true) = $0 { r.contains("unknown lane") } else { false } })
     }
 
     @Test func matchingSecretsEstablishBothSidesWithTheRightPeer() {
-        let (sideA, sideB) = run(secretA: "a-long-cluster-secret", secretB: "a-long-cluster-secret")
+        let (sideA, sideB, _) = run(secretA: "a-long-cluster-secret", secretB: "a-long-cluster-secret")
         #expect(sideA.contains(.established(b)))
         #expect(sideB.contains(.established(a)))
     }
 
     @Test func aWrongSecretIsRejectedWithAReasonOnBothSides() {
-        let (sideA, sideB) = run(secretA: "right-secret-0123456", secretB: "wrong-secret-0123456")
+        let (sideA, sideB, _) = run(secretA: "right-secret-0123456", secretB: "wrong-secret-0123456")
         #expect(!sideA.contains { if case .established = $0 { true } else { false } })
         #expect(!sideB.contains { if case .established = $0 { true } else { false } })
         // The acceptor finds the initiator's proof wrong and says so (the
@@ -82,7 +110,7 @@ import Testing
 
     @Test func theSecretNeverAppearsOnTheWire() {
         let secret = "a-very-recognisable-secret"
-        let (sideA, sideB) = run(secretA: secret, secretB: secret)
+        let (sideA, sideB, _) = run(secretA: secret, secretB: secret)
         for case .send(_, let payload) in sideA + sideB {
             #expect(!String(decoding: payload, as: UTF8.self).contains(secret))
         }

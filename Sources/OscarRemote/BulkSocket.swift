@@ -1,0 +1,123 @@
+import CLibUV
+import Foundation
+import Glibc
+import OscarBase
+
+/// A socket of the bulk lane, used with blocking calls from a thread of the
+/// lane's own (see `BulkLane`).
+///
+/// Why blocking calls on threads of their own, not a libuv loop: the point
+/// of the lane is that its copying runs at `SCHED_IDLE`, on a core nothing
+/// else wants, and a thread that only reads or writes one message at a
+/// time needs no loop. The connection is made, authenticated and then
+/// detached from the I/O loop by `Connection.detachSocket`.
+///
+/// The descriptor is closed when the object goes; `shutdown` is what wakes
+/// a thread blocked in a call on it (closing it under that thread could hand
+/// the number to another socket first).
+final class BulkSocket: Sendable {
+    private let fd: Int32
+
+    /// Takes `fd` (blocking from now on), with `timeout` on every read and
+    /// write: a peer that stops reading or writing fails the message after
+    /// it rather than holding the lane's thread.
+    init(fd: Int32, timeout: Duration) {
+        self.fd = fd
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        let seconds = timeout.components.seconds
+        var limit = timeval(
+            tv_sec: Int(seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+        let size = socklen_t(MemoryLayout<timeval>.size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, size)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, size)
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// What went wrong with a read or write, said the way the log says it.
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        static func errno(_ what: String) -> Failure {
+            let code = Glibc.errno
+            if code == EAGAIN || code == EWOULDBLOCK { return Failure(description: "\(what) timed out") }
+            return Failure(description: "\(what) failed: \(String(cString: strerror(code)))")
+        }
+        static let closed = Failure(description: "the peer closed the bulk connection")
+    }
+
+    /// Writes every byte of `buffers`, in order (writev, as often as needed).
+    func write(_ buffers: [UnsafeRawBufferPointer]) throws(Failure) {
+        var left = buffers.filter { !$0.isEmpty }
+        while !left.isEmpty {
+            let vectors = left.prefix(Self.maxVectors).map {
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+            }
+            let written = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress, Int32($0.count)) }
+            if written < 0 {
+                if Glibc.errno == EINTR { continue }
+                throw .errno("a bulk write")
+            }
+            left = Connection.unwritten(left, after: written)
+        }
+    }
+
+    /// Writes every byte of `bytes`.
+    func write(_ bytes: [UInt8]) throws(Failure) {
+        let failure = bytes.withUnsafeBytes { bytes -> Failure? in
+            do throws(Failure) { try write([bytes]) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Fills `buffer` from the socket; `closed` if the peer closes first.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(Failure) {
+        var done = 0
+        while done < buffer.count {
+            let got = Glibc.read(fd, buffer.baseAddress! + done, buffer.count - done)
+            if got == 0 { throw .closed }
+            if got < 0 {
+                if Glibc.errno == EINTR { continue }
+                throw .errno("a bulk read")
+            }
+            done += got
+        }
+    }
+
+    /// Reads exactly `count` bytes into a new array.
+    func read(_ count: Int) throws(Failure) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        let failure = bytes.withUnsafeMutableBytes { buffer -> Failure? in
+            do throws(Failure) { try read(into: buffer) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+        return bytes
+    }
+
+    /// Reads and drops `count` bytes (a message this node refuses).
+    func skip(_ count: Int) throws(Failure) {
+        var left = count
+        while left > 0 {
+            let step = min(left, 64 * 1024)
+            _ = try read(step)
+            left -= step
+        }
+    }
+
+    /// Buffers per writev: Linux's IOV_MAX.
+    private static let maxVectors = 1024
+
+    /// Ends both directions: a thread blocked on the socket returns at once.
+    func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+
+    /// Names the calling thread (`oscar-bulk-in` or `-out`, as top and perf
+    /// show it) and, with `idle`, moves it to `SCHED_IDLE`.
+    static func startThread(named name: String, idle: Bool) {
+        oscar_set_thread_name(name)
+        if idle, oscar_lower_thread_to_idle() != 0 {
+            OscarLog.shared.warning("the bulk lane's thread stays at normal priority: SCHED_IDLE was refused")
+        }
+    }
+}

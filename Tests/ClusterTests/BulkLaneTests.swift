@@ -1,0 +1,183 @@
+import Foundation
+import Glibc
+import Oscar
+import OscarTestSupport
+import Synchronization
+import Testing
+
+@testable import OscarCluster
+@testable import OscarRemote
+
+/// A numbered message, with padding that makes some of them large.
+struct PaddedNumber: Message {
+    var number: Int
+    var padding: Data
+}
+
+struct ReceivedNumbers: Message {
+    typealias Reply = [Int]
+}
+
+/// Keeps the numbers it was told, in the order they arrived.
+final class NumberRecorder: Reactor {
+    private var numbers: [Int] = []
+
+    static func reactions(_ r: inout Reactions<NumberRecorder>) {
+        r.on(PaddedNumber.self, do: { me, m in me.numbers.append(m.number) })
+        r.on(ReceivedNumbers.self, result: { me, _ in me.numbers })
+    }
+}
+
+/// The bulk lane (see `BulkLane`): large messages on a second connection,
+/// delivered in their place among the sender's frames, with what a peer
+/// sends on it held to the node's bounds.
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BulkLaneTests {
+    static let secret = "a-long-cluster-secret"
+
+    static func node(_ configure: (inout ClusterNode.Settings) -> Void = { _ in }) throws -> ClusterNode {
+        var settings = ClusterNode.Settings(port: 0, secret: secret, loopCount: 2)
+        configure(&settings)
+        return try ClusterNode(settings: settings) { actors in
+            actors.nodeSingleton("inflate") { InflateActor() }
+            actors.nodeSingleton("recorder") { NumberRecorder() }
+        }
+    }
+
+    /// Tells from one sender to one actor arrive in the order sent, whatever
+    /// mix of small and large messages they are: a search over random mixes
+    /// (sizes from 0 bytes to 3 MiB). The first is small, so with a linger
+    /// of a minute every large one takes the bulk lane; with none, chunks.
+    @Test(arguments: [1, 2, 3, 4] as [UInt64], [true, false])
+    func tellsOfEverySizeArriveInTheOrderSent(seed: UInt64, bulkLane: Bool) async throws {
+        let b = try Self.node()
+        let a = try Self.node { $0.smallTrafficLinger = bulkLane ? .seconds(60) : .zero }
+        defer { stopAll(a, b) }
+        var random = SplitMix64(seed: seed)
+        let recorder = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/recorder")!
+        let count = 60
+        var large = 0
+        for number in 0..<count {
+            let isLarge = number > 0 && random.next() % 10 < 3
+            let size = isLarge ? 70_000 + Int(random.next() % UInt64(3 << 20)) : Int(random.next() % 100)
+            if isLarge { large += 1 }
+            recorder.tell(PaddedNumber(number: number, padding: Data(repeating: UInt8(number & 0xff), count: size)))
+        }
+        // The ask goes to the same actor, so it arrives after every tell.
+        let numbers = try await recorder.ask(ReceivedNumbers(), timeout: .seconds(120))
+        #expect(numbers == Array(0..<count), "seed \(seed): \(large) large messages")
+        #expect(a.stats.value(.bulkMessagesOut) == (bulkLane ? large : 0))
+        #expect(b.stats.value(.bulkMessagesIn) == (bulkLane ? large : 0))
+        #expect((a.stats.value(.chunksOut) >= large) == !bulkLane)
+    }
+
+    /// A raw peer with one identity on both of its connections: the main
+    /// one and a bulk one.
+    static func rawPeers(port: Int) throws -> (main: RawPeer, bulk: RawPeer, node: NodeAddress) {
+        let node = NodeAddress.local(host: "127.0.0.1", port: 1)
+        let main = try RawPeer(port: port)
+        let bulk = try RawPeer(port: port)
+        try #require(main.handshake(secret: secret, as: node))
+        try #require(bulk.handshake(secret: secret, as: node, bulk: true))
+        return (main, bulk, node)
+    }
+
+    static func bulkHeader(id: UInt64, length: Int) -> [UInt8] { BulkLane.header(id: id, length: length) }
+
+    static func commit(_ id: UInt64) -> [UInt8] {
+        var frame: [UInt8] = [0, 0, 0, 10, WireKind.commit.rawValue, 0]
+        BulkLane.appendUInt64(id, to: &frame)
+        return frame
+    }
+
+    /// A message that came on the bulk lane waits for its commit: an ask
+    /// sent after it on the main connection is answered first, and the
+    /// commit delivers it. A commit for a message that never came does
+    /// nothing, and the connection goes on.
+    @Test func aBulkMessageIsDeliveredByItsCommitNotBefore() async throws {
+        let b = try Self.node()
+        defer { b.shutdown() }
+        let (main, bulk, _) = try Self.rawPeers(port: b.address.port)
+        // Its reply is empty (times: 0): small, on the main connection.
+        let large = try PeerBoundsTests.askFrame(
+            Inflate(text: String(repeating: "l", count: 100_000), times: 0), to: "/user/inflate", correlation: 1)
+        bulk.send(Self.bulkHeader(id: 7, length: large.count - 4) + large.dropFirst(4))
+        #expect(bulk.read(8).map { BulkLane.readUInt64($0) } == 7)  // staged
+
+        main.send(try PeerBoundsTests.askFrame(Inflate(text: "s", times: 2), to: "/user/inflate", correlation: 2))
+        let first = try #require(try PeerBoundsTests.readReply(main, as: String.self))
+        #expect(first.0 == 2 && first.1 == "ss")
+
+        main.send(Self.commit(3))  // nothing staged under it (ids only grow)
+        main.send(Self.commit(7))
+        let second = try #require(try PeerBoundsTests.readReply(main, as: String.self))
+        #expect(second.0 == 1 && second.1 == "")
+        #expect(b.stats.value(.bulkMessagesIn) == 1)
+        #expect(b.transport.staged.count == 0)
+    }
+
+    /// A message over the node's maximum is read past, not kept: its
+    /// commit answers the ask with `messageTooLarge`. A header that
+    /// declares nothing closes the bulk connection and only it.
+    @Test func whatAPeerSendsOnTheBulkLaneIsHeldToTheNodesBounds() async throws {
+        let b = try Self.node { $0.maxMessageSize = 1 << 20 }
+        defer { b.shutdown() }
+        let (main, bulk, _) = try Self.rawPeers(port: b.address.port)
+        let over = try PeerBoundsTests.askFrame(
+            Inflate(text: String(repeating: "o", count: 2 << 20), times: 1), to: "/user/inflate", correlation: 5)
+        bulk.send(Self.bulkHeader(id: 1, length: over.count - 4) + over.dropFirst(4))
+        #expect(bulk.read(8).map { BulkLane.readUInt64($0) } == 1)
+        main.send(Self.commit(1))
+        let (kind, rest) = try #require(main.readFrame())
+        #expect(kind == .failure)
+        let failure = [kind.rawValue] + rest
+        let error = try failure.withUnsafeBytes { frame in
+            let envelope = try WireEnvelope.parse(frame)
+            #expect(envelope.correlation == 5)
+            return try CBORDecoder().decode(
+                AskError.self, from: Array(UnsafeRawBufferPointer(rebasing: frame[envelope.payload])))
+        }
+        guard case .messageTooLarge(_, let limit) = error else {
+            Issue.record("expected messageTooLarge, got \(error)")
+            return
+        }
+        #expect(limit == 1 << 20)
+
+        bulk.send(Self.bulkHeader(id: 2, length: 0))
+        #expect(bulk.closedByPeer())
+        main.send(try PeerBoundsTests.askFrame(Inflate(text: "k", times: 3), to: "/user/inflate", correlation: 6))
+        let reply = try #require(try PeerBoundsTests.readReply(main, as: String.self))
+        #expect(reply.0 == 6 && reply.1 == "kkk")
+    }
+
+    /// Staged messages are bounded in time and by their sender: a commit
+    /// drops its sender's older ones (their commits went on a lost
+    /// connection), and any older than the expiry goes; each gives its
+    /// reassembly bytes back.
+    @Test func stagedMessagesGoWithALaterCommitOrTheirExpiry() {
+        let released = Mutex(0)
+        let staged = StagedMessages(release: { bytes in released.withLock { $0 += bytes } })
+        func body(_ count: Int) -> StagedMessages.Staged {
+            let buffer = LendableBuffer(capacity: count)
+            buffer.append(count) { $0.initializeMemory(as: UInt8.self, repeating: 1) }
+            return .whole(buffer)
+        }
+        let start = ContinuousClock.now
+        staged.stage(body(10), from: 1, id: 1, now: start)
+        staged.stage(body(20), from: 1, id: 2, now: start)
+        staged.stage(body(40), from: 2, id: 1, now: start)
+        staged.stage(body(80), from: 1, id: 3, now: start)
+        guard case .whole(let third) = staged.take(from: 1, id: 3) else {
+            Issue.record("message 3 was not staged")
+            return
+        }
+        #expect(third.count == 80)
+        #expect(released.withLock { $0 } == 30)  // 1 and 2 of the same sender
+        if case .some = staged.take(from: 1, id: 2) { Issue.record("message 2 outlived the commit of 3") }
+        #expect(staged.count == 1)
+        staged.stage(body(1), from: 3, id: 1, now: start + StagedMessages.expiry + .seconds(1))
+        #expect(released.withLock { $0 } == 70)  // sender 2's expired
+        #expect(staged.count == 1)
+    }
+}
+
+private func stopAll(_ nodes: ClusterNode...) { for node in nodes { node.shutdown() } }
