@@ -76,6 +76,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     private var bulkDial: Connection?
     private var bulkInFlight: UInt64?
     private var nextBulkID: UInt64 = 1
+    /// Until this `uv_hrtime` instant, large messages go in chunks: the
+    /// bulk lane stalled (its threads found no free core, see `watchBulk`).
+    private var bulkStalledUntil: UInt64 = 0
     /// The main connection whose peer took no bulk connection (a client
     /// that does not listen, say): while it lasts, large messages go to
     /// it in chunks.
@@ -669,7 +672,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         notePassingSmallFrames()
         let besideSmallFrames = uv_hrtime() &- lastSmallFrame < transport.settings.smallTrafficLinger
         let window = besideSmallFrames ? LargeMessageLane.windowBesideSmallFrames : LargeMessageLane.window
-        let bulk = besideSmallFrames && transport.usesBulkLane && bulkRefusedOn !== connection
+        let bulk =
+            besideSmallFrames && transport.usesBulkLane && bulkRefusedOn !== connection
+            && uv_hrtime() >= bulkStalledUntil
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).
         while !(bulk && large.headIsUnstartedMessage), connection.unsentBytes < window,
@@ -689,6 +694,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         let message = BulkLane.Message(id: nextBulkID, body: body, bodyCount: count)
         nextBulkID += 1
         bulkInFlight = message.id
+        watchBulk(message.id, progress: -1)
         if let bulkSender { return bulkSender.send(message) }
         let dial = Connection(transport: transport, initiator: true, bulk: true)
         bulkDial = dial
@@ -714,6 +720,34 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         transport.track(dial)
         dial.connect(host: node.host, port: node.port)
     }
+
+    /// Checks every `bulkWatchInterval` that message `id` still moves on
+    /// the bulk lane. Its threads run at `SCHED_IDLE`: on a node (or a
+    /// receiver) whose cores are all busy they may not run for seconds.
+    /// A message that made no progress for a whole interval starts again in
+    /// chunks on the main connection, as every large message does for the
+    /// next ten seconds; the bulk connection is closed (what its receiver
+    /// staged of it is never committed).
+    private func watchBulk(_ id: UInt64, progress: Int) {
+        _ = loop.scheduleTimer(after: Self.bulkWatchInterval) { [self] in
+            guard bulkInFlight == id, let connection else { return }
+            // Dialling: the handshake's own timeout watches it.
+            guard let sender = bulkSender else { return watchBulk(id, progress: progress) }
+            let now = sender.socket.written.load(ordering: .relaxed)
+            guard now == progress else { return watchBulk(id, progress: now) }
+            OscarLog.shared.info("the bulk lane to \(node) made no progress; large messages go in chunks for a while")
+            sender.stop()
+            bulkSender = nil
+            bulkInFlight = nil
+            bulkStalledUntil = uv_hrtime() &+ 10_000_000_000
+            large.restart()
+            largeConnection = connection
+            scheduleFlush()
+        }
+    }
+
+    /// How often a message on the bulk lane must have moved.
+    static let bulkWatchInterval: Duration = .milliseconds(500)
 
     /// The bulk lane is done with message `id`: staged by the receiver, so
     /// its commit goes on the main connection now; or lost with the bulk

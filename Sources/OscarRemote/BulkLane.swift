@@ -90,6 +90,7 @@ enum BulkLane {
         BulkSocket.startThread(named: "oscar-bulk-in", idle: transport.settings.bulkLaneAtIdlePriority)
         do throws(BulkSocket.Failure) {
             while true {
+                socket.waitUntilReadable()
                 let header = try socket.read(headerBytes)
                 let id = readUInt64(header)
                 let length = Int(readUInt64(header[8..<12]))

@@ -2,6 +2,7 @@ import CLibUV
 import Foundation
 import Glibc
 import OscarBase
+import Synchronization
 
 /// A socket of the bulk lane, used with blocking calls from a thread of the
 /// lane's own (see `BulkLane`).
@@ -17,6 +18,9 @@ import OscarBase
 /// the number to another socket first).
 final class BulkSocket: Sendable {
     private let fd: Int32
+    /// Bytes written so far: a watcher on another thread tells a message
+    /// that moves from one that is stuck.
+    let written = Atomic<Int>(0)
 
     /// Takes `fd` (blocking from now on), with `timeout` on every read and
     /// write: a peer that stops reading or writing fails the message after
@@ -46,21 +50,30 @@ final class BulkSocket: Sendable {
         static let closed = Failure(description: "the peer closed the bulk connection")
     }
 
-    /// Writes every byte of `buffers`, in order (writev, as often as needed).
+    /// Writes every byte of `buffers`, in order (writev, as often as needed,
+    /// at most `stepBytes` a call, so that `written` moves as it goes).
     func write(_ buffers: [UnsafeRawBufferPointer]) throws(Failure) {
         var left = buffers.filter { !$0.isEmpty }
         while !left.isEmpty {
-            let vectors = left.prefix(Self.maxVectors).map {
-                iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+            var room = Self.stepBytes
+            var vectors: [iovec] = []
+            for buffer in left.prefix(Self.maxVectors) where room > 0 {
+                let count = min(room, buffer.count)
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: count))
+                room -= count
             }
             let written = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress, Int32($0.count)) }
             if written < 0 {
                 if Glibc.errno == EINTR { continue }
                 throw .errno("a bulk write")
             }
+            self.written.add(written, ordering: .relaxed)
             left = Connection.unwritten(left, after: written)
         }
     }
+
+    /// The most one writev takes.
+    private static let stepBytes = 1 << 20
 
     /// Writes every byte of `bytes`.
     func write(_ bytes: [UInt8]) throws(Failure) {
@@ -83,6 +96,14 @@ final class BulkSocket: Sendable {
             }
             done += got
         }
+    }
+
+    /// Waits, however long, until the socket has bytes to read or is
+    /// closed (a receiver between two messages: the timeout is for a
+    /// message under way, not for a quiet peer).
+    func waitUntilReadable() {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while poll(&entry, 1, -1) < 0, Glibc.errno == EINTR {}
     }
 
     /// Reads exactly `count` bytes into a new array.

@@ -149,6 +149,48 @@ final class NumberRecorder: Reactor {
         #expect(reply.0 == 6 && reply.1 == "kkk")
     }
 
+    /// A bulk lane that makes no progress (here a receiver that takes the
+    /// connection and never reads; on a busy machine, threads at
+    /// `SCHED_IDLE` that find no free core) does not hold the message: it
+    /// starts again in chunks on the main connection and arrives whole.
+    @Test func aMessageOnABulkLaneThatStallsGoesInChunksInstead() async throws {
+        let a = try Self.node { $0.smallTrafficLinger = .seconds(60) }
+        defer { a.shutdown() }
+        let listener = try RawListener()
+        let b = NodeAddress.local(host: "127.0.0.1", port: listener.port)
+        let target = a.system.ref("oscar://127.0.0.1:\(listener.port)/user/recorder")!
+        target.tell(PaddedNumber(number: 0, padding: Data()))  // small: the bulk lane from now on
+        let size = 3 << 20
+        target.tell(PaddedNumber(number: 1, padding: Data(repeating: 7, count: size)))
+        let (main, bulk) = try await offThePool { () -> (RawPeer?, RawPeer?) in
+            guard let main = listener.accept(), main.acceptHandshake(secret: Self.secret, as: b) else {
+                return (nil, nil)
+            }
+            guard let bulk = listener.accept(), bulk.acceptHandshake(secret: Self.secret, as: b) else {
+                return (main, nil)
+            }
+            return (main, bulk)
+        }
+        let mainPeer = try #require(main)
+        _ = try #require(bulk)  // accepted, authenticated, never read
+        // The small tell, then the large one in chunks, each acknowledged.
+        let (chunked, kinds) = try await offThePool { () -> (Int, [WireKind]) in
+            var chunked = 0
+            var kinds: [WireKind] = []
+            while chunked < size, let (kind, rest) = mainPeer.readFrame() {
+                kinds.append(kind)
+                guard kind == .chunk else { continue }
+                let count = rest.count - 1 - (rest[0] & LargeMessageLane.firstChunk != 0 ? 4 : 0)
+                chunked += count
+                mainPeer.send(LargeMessageLane.acknowledgement(count))
+            }
+            return (chunked, kinds)
+        }
+        #expect(kinds.first == .tell)
+        #expect(chunked > size, "\(chunked) bytes of chunks for a \(size)-byte payload")
+        #expect(a.stats.value(.bulkMessagesOut) == 0)
+    }
+
     /// Staged messages are bounded in time and by their sender: a commit
     /// drops its sender's older ones (their commits went on a lost
     /// connection), and any older than the expiry goes; each gives its

@@ -44,6 +44,9 @@ final class RawPeer: @unchecked Sendable {
         fd = try loopbackSocket(port: port, receiveTimeout: 3, receiveBuffer: receiveBuffer)
     }
 
+    /// A connection a `RawListener` accepted.
+    init(accepted: Int32) { fd = accepted }
+
     deinit { close(fd) }
 
     func send(_ bytes: [UInt8]) {
@@ -76,6 +79,25 @@ final class RawPeer: @unchecked Sendable {
         return recv(fd, &byte, 1, 0) == 0
     }
 
+    /// Completes a real handshake as the acceptor, as `node`; true once
+    /// the initiator's proof checked out (the accept is sent).
+    func acceptHandshake(secret: String, as node: NodeAddress) -> Bool {
+        var h = Handshake(role: .acceptor, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce())
+        send(Handshake.preamble)
+        _ = h.onStart()
+        guard read(6) == Handshake.preamble else { return false }
+        while let (kind, payload) = readFrame() {
+            for directive in h.onFrame(kind, payload) {
+                switch directive {
+                case .send(let k, let p): send(Connection.handshakeFrame(k, p))
+                case .established: return true
+                case .fail: return false
+                }
+            }
+        }
+        return false
+    }
+
     /// Completes a real handshake as an initiator with `secret`, as `node`
     /// (a fresh identity by default), for the bulk lane with `bulk`.
     func handshake(
@@ -96,6 +118,41 @@ final class RawPeer: @unchecked Sendable {
             }
         }
         return false
+    }
+}
+
+/// A listening socket on 127.0.0.1 that plays a node by hand: it accepts
+/// connections as `RawPeer`s. Its accepts give up after 10 s.
+final class RawListener: @unchecked Sendable {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    private(set) var port = 0
+
+    init() throws {
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = SocketAddress.ipv4("127.0.0.1", 0)!
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 8) == 0 else { throw TransportError.invalidAddress("listen on 127.0.0.1") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+
+    /// The next connection, or nil after 10 s without one.
+    func accept() -> RawPeer? {
+        let peer = Glibc.accept(fd, nil, nil)
+        guard peer >= 0 else { return nil }
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return RawPeer(accepted: peer)
     }
 }
 
