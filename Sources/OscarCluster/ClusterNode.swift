@@ -81,10 +81,22 @@ public final class ClusterNode: Sendable {
         /// ordinary frame went to a node (see `LargeMessageLane`). For tests
         /// that must not depend on the machine's speed.
         package var smallTrafficLinger: Duration = .milliseconds(10)
-        /// Large messages take the bulk lane (see `Transport.Settings.bulkLane`);
-        /// false: chunks between the small frames, as with TLS (tests of
-        /// that path turn it off).
-        package var bulkLane = true
+        /// Opt in to the bulk lane (docs/PROTOCOL.md §6b): a large message
+        /// sent while small ones go to the same node travels on a second
+        /// connection, read and written by threads of their own at
+        /// `SCHED_IDLE`, so that it leaves the cores to the small messages.
+        /// Off by default: while the cores are all busy those threads may
+        /// not run for a while (a message that stalls for half a second goes
+        /// in chunks instead), and a lock one of them holds can hold up a
+        /// thread that needs it. Without TLS only; both nodes of a pair
+        /// must run Oscar 0.x with protocol version 5.
+        public var bulkLane = false
+        /// The bulk lane's threads at `SCHED_IDLE` (true) or at normal
+        /// priority (tests, which check behaviour, not scheduling).
+        package var bulkLaneAtIdlePriority = true
+        /// See `Transport.Settings.bulkStallTimeout`; tests that check which
+        /// lane a message took make it long.
+        package var bulkStallTimeout: Duration = .milliseconds(500)
         public var name: String
         /// After work, how long a loop polls before blocking in the kernel.
         /// It trades a little CPU after each burst of messages for not waking
@@ -269,6 +281,8 @@ public final class ClusterNode: Sendable {
         transportSettings.reconnectBackoffMin = settings.reconnectBackoffMin
         transportSettings.smallTrafficLinger = UInt64(settings.smallTrafficLinger.nanoseconds)
         transportSettings.bulkLane = settings.bulkLane
+        transportSettings.bulkLaneAtIdlePriority = settings.bulkLaneAtIdlePriority
+        transportSettings.bulkStallTimeout = settings.bulkStallTimeout
         transportSettings.reconnectBackoffMax = max(transportSettings.reconnectBackoffMax, settings.reconnectBackoffMin)
         transportSettings.tls = tls
         let transport = Transport(

@@ -34,6 +34,8 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var loops = EventLoopGroup.defaultLoopCount
     /// `ClusterNode.Settings.maxMessageSize`.
     public var maxMessageSize = 64 << 20
+    /// `ClusterNode.Settings.bulkLane`.
+    public var bulkLane = false
     /// Nil: no management endpoint.
     public var httpPort: Int?
     public var httpHost = "127.0.0.1"
@@ -189,6 +191,7 @@ package struct NodeConfiguration: Sendable, Equatable {
             httpPort: httpPort, httpHost: httpHost)
         s.advertisedHost = advertisedHost
         s.maxMessageSize = maxMessageSize
+        s.bulkLane = bulkLane
         s.membership = membership
         s.membershipTick = heartbeatInterval
         if let tlsCertificate, let tlsKey, let tlsCA {
@@ -295,6 +298,16 @@ package struct NodeConfiguration: Sendable, Equatable {
             c.maxMessageSize = try byteCount(t, 1...(1 << 31))
         } show: {
             byteText($0.maxMessageSize)
+        },
+        Key(
+            name: "bulk-lane",
+            help:
+                "on: large messages sent beside small ones take a second connection, at SCHED_IDLE (PROTOCOL.md §6b); off (default)"
+        ) { c, t throws(Reason) in
+            guard t == "on" || t == "off" else { throw Reason(text: "must be on or off, not '\(t)'") }
+            c.bulkLane = t == "on"
+        } show: {
+            $0.bulkLane ? "on" : "off"
         },
         Key(name: "http-port", help: "management HTTP port: /members, /health, /metrics (0: any free one)") {
             c, t throws(Reason) in

@@ -107,13 +107,15 @@ public enum RemoteBenchmark {
     }
 
     /// Runs one workload against the server on `port` and returns its figures.
-    /// With `distributed`, W2 and W3 call a distributed actor instead.
+    /// With `distributed`, W2 and W3 call a distributed actor instead; with
+    /// `bulkLane`, node A sends its large messages on the bulk lane.
     public static func run(
         _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false,
-        tls: ClusterNode.Settings.TLS? = nil
+        tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false
     ) async throws -> [BenchFigure] {
         var settings = ClusterNode.Settings(secret: secret, loopCount: 1, spinBeforeBlock: spin)
         settings.tls = tls
+        settings.bulkLane = bulkLane
         let node = try ClusterNode(settings: settings)
         defer { node.shutdown() }
         let server = node.system.ref("oscar://127.0.0.1:\(port)/user/server")!

@@ -721,7 +721,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         dial.connect(host: node.host, port: node.port)
     }
 
-    /// Checks every `bulkWatchInterval` that message `id` still moves on
+    /// Checks every `bulkStallTimeout` (500 ms) that message `id` still moves on
     /// the bulk lane. Its threads run at `SCHED_IDLE`: on a node (or a
     /// receiver) whose cores are all busy they may not run for seconds.
     /// A message that made no progress for a whole interval starts again in
@@ -729,7 +729,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// next ten seconds; the bulk connection is closed (what its receiver
     /// staged of it is never committed).
     private func watchBulk(_ id: UInt64, progress: Int) {
-        _ = loop.scheduleTimer(after: Self.bulkWatchInterval) { [self] in
+        _ = loop.scheduleTimer(after: transport.settings.bulkStallTimeout) { [self] in
             guard bulkInFlight == id, let connection else { return }
             // Dialling: the handshake's own timeout watches it.
             guard let sender = bulkSender else { return watchBulk(id, progress: progress) }
@@ -745,9 +745,6 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             scheduleFlush()
         }
     }
-
-    /// How often a message on the bulk lane must have moved.
-    static let bulkWatchInterval: Duration = .milliseconds(500)
 
     /// The bulk lane is done with message `id`: staged by the receiver, so
     /// its commit goes on the main connection now; or lost with the bulk

@@ -45,10 +45,11 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         package var reconnectBackoffMax: Duration = .seconds(5)
         /// TLS on every connection (see `TLSPolicy`); nil: none, as before.
         package var tls: TLSPolicy?
-        /// Large messages go on the bulk lane, a second connection per node
-        /// pair (see `BulkLane`); without it, or with TLS, they go in chunks
-        /// between the small frames (see `LargeMessageLane`).
-        package var bulkLane = true
+        /// Large messages beside small traffic go on the bulk lane, a second
+        /// connection per node pair (see `BulkLane`); without it (the
+        /// default), or with TLS, they go in chunks between the small frames
+        /// (see `LargeMessageLane`). A node accepts bulk connections either way.
+        package var bulkLane = false
         /// The bulk lane's threads run at `SCHED_IDLE`: they take only a
         /// core nothing else wants (and a node whose cores are all busy
         /// moves no large messages until one is free).
@@ -56,6 +57,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         /// A bulk read or write that makes no progress for this long fails
         /// its message.
         package var bulkTimeout: Duration = .seconds(10)
+        /// A message on the bulk lane that makes no progress for this long
+        /// starts again in chunks (see `Association.watchBulk`).
+        package var bulkStallTimeout: Duration = .milliseconds(500)
 
         package init() {}
     }

@@ -39,8 +39,11 @@ enum BenchCommand {
                 throw .usage("--api is messages or (for w2 and w3) distributed, not '\(api)'")
             }
             let tls = args.has("tls")
+            let bulkLane = args.has("bulk-lane")
+            guard !bulkLane || ["w5", "w2s"].contains(workload) else { throw .usage("--bulk-lane is for w5 and w2s") }
             try args.rejectUnknownOptions()
-            try await remote(workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls)
+            try await remote(
+                workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls, bulkLane: bulkLane)
             if workload == "w5" {
                 try await report {
                     [BenchFigure(metric: "w5_raw_tcp_loopback", value: try RawTCPBenchmark.rawTCP(), unit: "MB/s")]
@@ -117,7 +120,8 @@ enum BenchCommand {
 
     /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
     static func remote(
-        _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false, tls: Bool = false
+        _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false, tls: Bool = false,
+        bulkLane: Bool = false
     ) async throws(CLIError) {
         OscarLog.shared.level = .error
         // With --tls: a CA and a certificate for each node in a fresh
@@ -128,7 +132,7 @@ enum BenchCommand {
             try await report {
                 try await RemoteBenchmark.run(
                     workload, port: port, secret: secret, spin: spin, distributed: distributed,
-                    tls: certificates?.settings("a"))
+                    tls: certificates?.settings("a"), bulkLane: bulkLane)
             }
             return
         }
@@ -155,7 +159,7 @@ enum BenchCommand {
         do {
             let figures = try await RemoteBenchmark.run(
                 workload, port: p, secret: secret, spin: spin, distributed: distributed,
-                tls: certificates?.settings("a"))
+                tls: certificates?.settings("a"), bulkLane: bulkLane)
             server.waitUntilExit()
             for figure in figures { print(figure) }
             let b = ProcessStats.children

@@ -124,9 +124,11 @@ let usage = """
                                       with --api distributed call a distributed actor; --tls:
                                       both nodes speak TLS 1.3 (throwaway certificates)
       oscar bench w4 [--count N]      workload W4: local tell throughput
-      oscar bench w5|w2s [--tls]      large messages: W5 sends 1 MiB and 16 MiB messages (MB/s,
+      oscar bench w5|w2s [--tls] [--bulk-lane]
+                                      large messages: W5 sends 1 MiB and 16 MiB messages (MB/s,
                                       beside the loopback's raw TCP limit); W2S runs W2 while
-                                      16 MiB messages stream between the same two nodes
+                                      16 MiB messages stream between the same two nodes;
+                                      --bulk-lane: node A opts in to the bulk lane
       oscar bench all                 W1-W4 once each
       oscar bench pool [--count 200000]
                                       asks over a cluster pool on 3 local nodes, 64 outstanding:

@@ -34,8 +34,15 @@ final class NumberRecorder: Reactor {
 @Suite(.serialized, .timeLimit(.minutes(5))) struct BulkLaneTests {
     static let secret = "a-long-cluster-secret"
 
+    /// A node on the bulk lane, its threads at normal priority (these tests
+    /// check behaviour; `SCHED_IDLE` is for the benchmarks), that keeps a
+    /// message on the lane however slowly it moves (30 s), unless
+    /// `configure` says otherwise.
     static func node(_ configure: (inout ClusterNode.Settings) -> Void = { _ in }) throws -> ClusterNode {
         var settings = ClusterNode.Settings(port: 0, secret: secret, loopCount: 2)
+        settings.bulkLane = true
+        settings.bulkLaneAtIdlePriority = false
+        settings.bulkStallTimeout = .seconds(30)
         configure(&settings)
         return try ClusterNode(settings: settings) { actors in
             actors.nodeSingleton("inflate") { InflateActor() }
@@ -45,12 +52,16 @@ final class NumberRecorder: Reactor {
 
     /// Tells from one sender to one actor arrive in the order sent, whatever
     /// mix of small and large messages they are: a search over random mixes
-    /// (sizes from 0 bytes to 3 MiB). The first is small, so with a linger
-    /// of a minute every large one takes the bulk lane; with none, chunks.
+    /// (sizes from 0 bytes to 3 MiB). The first is small, so with the bulk
+    /// lane and a linger of a minute every large one takes it; without the
+    /// lane, chunks.
     @Test(arguments: [1, 2, 3, 4] as [UInt64], [true, false])
     func tellsOfEverySizeArriveInTheOrderSent(seed: UInt64, bulkLane: Bool) async throws {
         let b = try Self.node()
-        let a = try Self.node { $0.smallTrafficLinger = bulkLane ? .seconds(60) : .zero }
+        let a = try Self.node {
+            $0.bulkLane = bulkLane
+            $0.smallTrafficLinger = .seconds(60)
+        }
         defer { stopAll(a, b) }
         var random = SplitMix64(seed: seed)
         let recorder = a.system.ref("oscar://127.0.0.1:\(b.address.port)/user/recorder")!
@@ -154,7 +165,10 @@ final class NumberRecorder: Reactor {
     /// `SCHED_IDLE` that find no free core) does not hold the message: it
     /// starts again in chunks on the main connection and arrives whole.
     @Test func aMessageOnABulkLaneThatStallsGoesInChunksInstead() async throws {
-        let a = try Self.node { $0.smallTrafficLinger = .seconds(60) }
+        let a = try Self.node {
+            $0.smallTrafficLinger = .seconds(60)
+            $0.bulkStallTimeout = .milliseconds(500)
+        }
         defer { a.shutdown() }
         let listener = try RawListener()
         let b = NodeAddress.local(host: "127.0.0.1", port: listener.port)

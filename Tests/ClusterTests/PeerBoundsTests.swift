@@ -285,6 +285,8 @@ final class InflateActor: Reactor {
         // message went to b in the last minute.
         let a = try Self.node {
             $0.bulkLane = bulkLane
+            $0.bulkLaneAtIdlePriority = false
+            $0.bulkStallTimeout = .seconds(30)
             $0.smallTrafficLinger = .seconds(60)
         }
         defer { shutDown(a, b) }
