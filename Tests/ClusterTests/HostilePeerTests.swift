@@ -82,20 +82,7 @@ final class RawPeer: @unchecked Sendable {
     /// Completes a real handshake as the acceptor, as `node`; true once
     /// the initiator's proof checked out (the accept is sent).
     func acceptHandshake(secret: String, as node: NodeAddress) -> Bool {
-        var h = Handshake(role: .acceptor, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce())
-        send(Handshake.preamble)
-        _ = h.onStart()
-        guard read(6) == Handshake.preamble else { return false }
-        while let (kind, payload) = readFrame() {
-            for directive in h.onFrame(kind, payload) {
-                switch directive {
-                case .send(let k, let p): send(Connection.handshakeFrame(k, p))
-                case .established: return true
-                case .fail: return false
-                }
-            }
-        }
-        return false
+        run(Handshake(role: .acceptor, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce()))
     }
 
     /// Completes a real handshake as an initiator with `secret`, as `node`
@@ -103,8 +90,15 @@ final class RawPeer: @unchecked Sendable {
     func handshake(
         secret: String, as node: NodeAddress = .local(host: "127.0.0.1", port: 1), bulk: Bool = false
     ) -> Bool {
-        var h = Handshake(
-            role: .initiator, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce(), bulk: bulk)
+        run(
+            Handshake(
+                role: .initiator, local: node, secret: Array(secret.utf8), nonce: Handshake.randomNonce(), bulk: bulk))
+    }
+
+    /// Sends the preamble and plays `handshake` against the peer until it is
+    /// established (true) or fails.
+    private func run(_ handshake: Handshake) -> Bool {
+        var h = handshake
         send(Handshake.preamble)
         for case .send(let kind, let payload) in h.onStart() { send(Connection.handshakeFrame(kind, payload)) }
         guard read(6) == Handshake.preamble else { return false }
