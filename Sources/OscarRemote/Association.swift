@@ -707,10 +707,15 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             switch result {
             case .success(let socket):
                 let (loop, transport) = (self.loop, self.transport)
-                let sender = BulkSender(
-                    socket: socket, idle: transport.settings.bulkLaneAtIdlePriority,
-                    starting: { transport.bulkSendsStarted.add(1, ordering: .relaxed) }
-                ) { [self] id, failure in _ = loop.execute { self.bulkSent(id, failure: failure) } }
+                guard
+                    let sender = BulkSender(
+                        socket: socket, idle: transport.settings.bulkLaneAtIdlePriority,
+                        starting: { transport.bulkSendsStarted.add(1, ordering: .relaxed) },
+                        done: { [self] id, failure in _ = loop.execute { self.bulkSent(id, failure: failure) } })
+                else {
+                    socket.shutdown()
+                    return bulkDialFailed(message.id, BulkSocket.Failure(description: "no thread for the bulk lane"))
+                }
                 bulkSender = sender
                 sender.send(message)
             case .failure(let failure):
@@ -730,20 +735,26 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// staged of it is never committed).
     private func watchBulk(_ id: UInt64, progress: Int) {
         _ = loop.scheduleTimer(after: transport.settings.bulkStallTimeout) { [self] in
-            guard bulkInFlight == id, let connection else { return }
+            guard bulkInFlight == id, connection != nil else { return }
             // Dialling: the handshake's own timeout watches it.
             guard let sender = bulkSender else { return watchBulk(id, progress: progress) }
             let now = sender.socket.written.load(ordering: .relaxed)
             guard now == progress else { return watchBulk(id, progress: now) }
             OscarLog.shared.info("the bulk lane to \(node) made no progress; large messages go in chunks for a while")
-            sender.stop()
-            bulkSender = nil
-            bulkInFlight = nil
-            bulkStalledUntil = uv_hrtime() &+ 10_000_000_000
-            large.restart()
-            largeConnection = connection
-            scheduleFlush()
+            fallBackToChunks()
         }
+    }
+
+    /// Closes the bulk lane and sends the message that was on it, and every
+    /// large message for the next 10 s, in chunks on the main connection.
+    private func fallBackToChunks() {
+        bulkSender?.stop()
+        bulkSender = nil
+        bulkInFlight = nil
+        bulkStalledUntil = uv_hrtime() &+ 10_000_000_000
+        large.restart()
+        largeConnection = connection
+        scheduleFlush()
     }
 
     /// The bulk lane is done with message `id`: staged by the receiver, so
@@ -754,15 +765,12 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         guard bulkInFlight == id else { return }  // dropped with the main connection meanwhile
         bulkInFlight = nil
         if let failure {
-            bulkSender?.stop()
-            bulkSender = nil
-            let head = large.handedHead
-            if head.count == 10, head.first == WireKind.ask.rawValue,
-                let reply = removePending(BulkLane.readUInt64(head.dropFirst(2)))
-            {
-                reply.fail(.nodeUnreachable(node, "the bulk connection failed: \(failure)"))
-            }
-            OscarLog.shared.warning("a large message to \(node) was lost: \(failure)")
+            // Only this side writes the commit, so nothing of the message
+            // can be delivered from the bulk lane now: it starts again in
+            // chunks, as large messages do for a while.
+            OscarLog.shared.info(
+                "the bulk lane to \(node) failed (\(failure)); large messages go in chunks for a while")
+            return fallBackToChunks()
         } else {
             transport.stats.add(.bulkMessagesOut)
             let start = outbound.count
@@ -892,6 +900,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
             // asks that came on it, then closes.
             OscarLog.shared.info("\(node) restarted: incarnation \(peerUID) replaced by \(peer.uid)")
             failPending("\(node) restarted")
+            transport.endBulkReceiver(from: peerUID)
             if let old = connection {
                 // What was queued while the old incarnation was connected was
                 // for it: it goes on the old connection (replies to its asks
@@ -956,6 +965,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         let wasEstablished = conn === connection
         connection = nil
+        if wasEstablished { transport.endBulkReceiver(from: peerUID) }
         if wasEstablished {
             if shuttingDown {
                 OscarLog.shared.debug("closed the connection to \(node)")

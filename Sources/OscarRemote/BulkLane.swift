@@ -100,6 +100,7 @@ enum BulkLane {
                     try socket.skip(length - head.count)
                     transport.staged.stage(.refused(length: length, head: head), from: peer.uid, id: id)
                 } else {
+                    if !transport.reserveReassembly(length) { transport.staged.removeExpired() }
                     guard transport.reserveReassembly(length) else {
                         throw BulkSocket.Failure(description: WireError.reassemblyFull(length).description)
                     }
@@ -136,16 +137,17 @@ final class BulkSender: Sendable {
     private let queue = Mutex<(messages: [BulkLane.Message], stopped: Bool)>(([], false))
     private let wake = DispatchSemaphore(value: 0)
 
-    /// Starts the thread. `starting` is called as each message starts;
+    /// Starts the thread (nil when the system has none to give).
+    /// `starting` is called as each message starts;
     /// `done` gets each message's id and its failure (nil
     /// once the receiver staged it), on the sending thread; after a failure
     /// the sender is stopped.
-    init(
+    init?(
         socket: BulkSocket, idle: Bool, starting: @escaping @Sendable () -> Void,
         done: @escaping @Sendable (UInt64, BulkSocket.Failure?) -> Void
     ) {
         self.socket = socket
-        ProcessControl.onOwnThread { [self] in
+        let started = ProcessControl.startThread { [self] in
             BulkSocket.startThread(named: "oscar-bulk-out", idle: idle)
             while let message = next() {
                 starting()
@@ -158,6 +160,7 @@ final class BulkSender: Sendable {
                 }
             }
         }
+        guard started else { return nil }
     }
 
     func send(_ message: BulkLane.Message) {

@@ -622,7 +622,7 @@ package final class Connection: @unchecked Sendable {
             close("a bulk connection with bytes in flight or TLS")
             return nil
         }
-        let duplicate = dup(fd)
+        let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         state = .closed
         uv_read_stop(stream)
         UVHandle.close(tcp)

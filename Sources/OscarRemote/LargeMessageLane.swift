@@ -180,14 +180,6 @@ struct LargeMessageLane {
         return (Self.pieces(of: entries[head], from: 0, count: count), count)
     }
 
-    /// The start of the handed message's body: its kind, flags and, for an
-    /// ask, correlation.
-    var handedHead: ArraySlice<UInt8> {
-        guard head < entries.count else { return [] }
-        let entry = entries[head]
-        return entry.buffer[entry.bodyStart..<min(entry.buffer.count, entry.bodyStart + 10)]
-    }
-
     /// The handed message is gone (delivered or failed): the frames behind
     /// it may go.
     mutating func finishHanded() {

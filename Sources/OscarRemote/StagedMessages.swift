@@ -6,10 +6,12 @@ import Synchronization
 /// frames they are delivered (see `BulkLane`).
 ///
 /// Bounded: every staged body holds its reservation of the transport's
-/// reassembly bound until it is taken or dropped. Dropped are a sender's
-/// entries older than one it commits (their commits went on a connection
-/// that was lost, so they never come), and any entry older than `expiry`
-/// (its sender is gone).
+/// reassembly bound until it is taken or dropped. Dropped are any entry
+/// older than `expiry` (its sender is gone, or its commit went on a lost
+/// connection), swept whenever one is staged or taken and when the bound
+/// has no room; and a sender's entries with smaller ids than one it
+/// commits, once they are `supersededAfter` old (a commit on a connection
+/// being replaced may come just after the next one on the new connection).
 final class StagedMessages: Sendable {
     enum Staged {
         case whole(LendableBuffer)
@@ -40,6 +42,7 @@ final class StagedMessages: Sendable {
     /// follows its message's acknowledgement by one trip over the main
     /// connection; a minute means that connection is gone.
     static let expiry: Duration = .seconds(60)
+    static let supersededAfter: Duration = .seconds(10)
 
     private let entries = Mutex<[Key: Entry]>([:])
     private let release: @Sendable (Int) -> Void
@@ -50,18 +53,28 @@ final class StagedMessages: Sendable {
     /// Keeps `staged`, sent by incarnation `peer` with `id`, for its commit.
     func stage(_ staged: Staged, from peer: UInt64, id: UInt64, now: ContinuousClock.Instant = .now) {
         let dropped = entries.withLock { entries in
-            entries[Key(peer: peer, id: id)] = Entry(staged: staged, stagedAt: now)
-            return Self.remove(from: &entries) { $0.value.stagedAt + Self.expiry < now }
+            // A peer that sends an id twice gets the second; the first's
+            // bytes are given back.
+            let replaced = entries.updateValue(Entry(staged: staged, stagedAt: now), forKey: Key(peer: peer, id: id))
+            return (replaced?.staged.reserved ?? 0) + Self.removeExpired(from: &entries, now: now)
         }
         release(dropped)
     }
 
+    /// Drops every entry past its expiry (the bound has no room).
+    func removeExpired(now: ContinuousClock.Instant = .now) {
+        release(entries.withLock { Self.removeExpired(from: &$0, now: now) })
+    }
+
     /// The message `id` from `peer`, taken out; every older one from the
     /// same peer is dropped.
-    func take(from peer: UInt64, id: UInt64) -> Staged? {
+    func take(from peer: UInt64, id: UInt64, now: ContinuousClock.Instant = .now) -> Staged? {
         let (taken, dropped) = entries.withLock { entries in
             let taken = entries.removeValue(forKey: Key(peer: peer, id: id))?.staged
-            return (taken, Self.remove(from: &entries) { $0.key.peer == peer && $0.key.id < id })
+            let superseded = Self.remove(from: &entries) {
+                $0.key.peer == peer && $0.key.id < id && $0.value.stagedAt + Self.supersededAfter < now
+            }
+            return (taken, superseded + Self.removeExpired(from: &entries, now: now))
         }
         release(dropped)
         return taken
@@ -73,6 +86,10 @@ final class StagedMessages: Sendable {
     }
 
     var count: Int { entries.withLock { $0.count } }
+
+    private static func removeExpired(from entries: inout [Key: Entry], now: ContinuousClock.Instant) -> Int {
+        remove(from: &entries) { $0.value.stagedAt + expiry < now }
+    }
 
     /// Removes the entries `matching` and returns the bytes they reserved.
     private static func remove(

@@ -303,16 +303,31 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
             dialled?(.success(socket))
             return
         }
-        // One receiving thread per incarnation, and no more of them than
-        // inbound connections: beyond it the new one is refused (its sender
-        // fails that message).
+        // One receiving thread per incarnation, and at most
+        // `maxBulkReceivers`: beyond it the new one is refused (its sender
+        // sends in chunks instead).
+        let limit = min(settings.maxInboundConnections, Self.maxBulkReceivers)
         let admitted = bulkReceivers.withLock { receivers in
-            guard receivers[peer.uid] != nil || receivers.count < settings.maxInboundConnections else { return false }
+            guard receivers[peer.uid] != nil || receivers.count < limit else { return false }
             receivers.updateValue(socket, forKey: peer.uid)?.shutdown()
             return true
         }
         guard admitted else { return socket.shutdown() }
-        ProcessControl.onOwnThread { [self] in BulkLane.receive(on: socket, from: peer, transport: self) }
+        let started = ProcessControl.startThread { [self] in BulkLane.receive(on: socket, from: peer, transport: self) }
+        if !started {
+            socket.shutdown()
+            bulkReceiverEnded(socket, from: peer)
+        }
+    }
+
+    /// Bulk connections received at once at most (a thread each).
+    static let maxBulkReceivers = 256
+
+    /// Ends the bulk connection incarnation `uid` dialled, if any: its main
+    /// connection is gone, and a host that vanished without closing would
+    /// otherwise leave the receiving thread waiting for ever.
+    func endBulkReceiver(from uid: UInt64) {
+        bulkReceivers.withLock { $0.removeValue(forKey: uid) }?.shutdown()
     }
 
     /// A receiving thread is done with `socket`.

@@ -122,6 +122,13 @@ extension ProcessControl {
     /// the *thread* that set it (or started the child) ends, and a pool
     /// thread may end whenever it is idle.
     package static func onOwnThread(_ body: @escaping @Sendable () -> Void) {
+        if !startThread(body) { body() }
+    }
+
+    /// Runs `body` on a thread of its own; false (and `body` not run) when
+    /// the system has no thread to give, for a caller that must not run it
+    /// on its own thread (a loop: the body blocks).
+    package static func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         final class Body: Sendable {
             let run: @Sendable () -> Void
             init(_ run: @escaping @Sendable () -> Void) { self.run = run }
@@ -135,11 +142,12 @@ extension ProcessControl {
                 Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
                 return nil
             }, context)
-        if rc == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
+        guard rc == 0 else {
+            Unmanaged<Body>.fromOpaque(context).release()
+            return false
         }
+        pthread_detach(thread)
+        return true
     }
 
     /// For a node started by a supervisor: it is killed when the supervisor

@@ -205,10 +205,38 @@ final class NumberRecorder: Reactor {
         #expect(a.stats.value(.bulkMessagesOut) == 0)
     }
 
+    /// A bulk connection that ends after its handshake (here refused by a
+    /// receiver that has as many bulk connections as it takes) loses
+    /// nothing: each message starts again in chunks, in its place.
+    @Test func aBulkConnectionRefusedAfterItsHandshakeLosesNothing() async throws {
+        let b = try Self.node { $0.maxInboundConnections = 2 }
+        let a = try Self.node { $0.smallTrafficLinger = .seconds(60) }
+        defer { stopAll(a, b) }
+        let port = b.address.port
+        // Two bulk connections from raw peers take b's two places.
+        let holders = try await offThePool { () -> [RawPeer] in
+            try (0..<2).map { _ in
+                let peer = try RawPeer(port: port)
+                #expect(peer.handshake(secret: Self.secret, bulk: true))
+                return peer
+            }
+        }
+        let recorder = a.system.ref("oscar://127.0.0.1:\(port)/user/recorder")!
+        for number in 0..<5 {
+            let size = number % 2 == 1 ? 200_000 : 10
+            recorder.tell(PaddedNumber(number: number, padding: Data(repeating: 1, count: size)))
+        }
+        #expect(try await recorder.ask(ReceivedNumbers(), timeout: .seconds(60)) == Array(0..<5))
+        #expect(a.stats.value(.bulkMessagesOut) == 0)
+        #expect(a.stats.value(.chunksOut) >= 8)
+        withExtendedLifetime(holders) {}
+    }
+
     /// Staged messages are bounded in time and by their sender: a commit
-    /// drops its sender's older ones (their commits went on a lost
-    /// connection), and any older than the expiry goes; each gives its
-    /// reassembly bytes back.
+    /// drops its sender's older ones once they are 10 s old (their commits
+    /// went on a lost connection), any older than the expiry goes, and an
+    /// id staged twice keeps the second; each gives its reassembly bytes
+    /// back once.
     @Test func stagedMessagesGoWithALaterCommitOrTheirExpiry() {
         let released = Mutex(0)
         let staged = StagedMessages(release: { bytes in released.withLock { $0 += bytes } })
@@ -222,16 +250,19 @@ final class NumberRecorder: Reactor {
         staged.stage(body(20), from: 1, id: 2, now: start)
         staged.stage(body(40), from: 2, id: 1, now: start)
         staged.stage(body(80), from: 1, id: 3, now: start)
-        guard case .whole(let third) = staged.take(from: 1, id: 3) else {
+        guard case .whole(let third) = staged.take(from: 1, id: 3, now: start) else {
             Issue.record("message 3 was not staged")
             return
         }
         #expect(third.count == 80)
-        #expect(released.withLock { $0 } == 30)  // 1 and 2 of the same sender
-        if case .some = staged.take(from: 1, id: 2) { Issue.record("message 2 outlived the commit of 3") }
+        #expect(released.withLock { $0 } == 0)  // 1 and 2 are recent: a commit may still come
+        if case .some = staged.take(from: 1, id: 4, now: start + .seconds(11)) { Issue.record("4 was never staged") }
+        #expect(released.withLock { $0 } == 30)  // now 1 and 2 of the same sender go
+        staged.stage(body(5), from: 2, id: 1, now: start)  // the same id again
+        #expect(released.withLock { $0 } == 70)
         #expect(staged.count == 1)
         staged.stage(body(1), from: 3, id: 1, now: start + StagedMessages.expiry + .seconds(1))
-        #expect(released.withLock { $0 } == 70)  // sender 2's expired
+        #expect(released.withLock { $0 } == 75)  // sender 2's expired
         #expect(staged.count == 1)
     }
 }
