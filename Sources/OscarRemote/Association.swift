@@ -788,12 +788,9 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// while that connection lasts.
     private func bulkDialFailed(_ id: UInt64, _ failure: BulkSocket.Failure) {
         guard bulkInFlight == id, let connection else { return }
-        bulkInFlight = nil
         bulkRefusedOn = connection
-        large.restart()
-        largeConnection = connection
         OscarLog.shared.info("\(node) took no bulk connection (\(failure)); large messages to it go in chunks")
-        scheduleFlush()
+        fallBackToChunks()
     }
 
     /// Ends the bulk lane's connection and forgets its message in flight
