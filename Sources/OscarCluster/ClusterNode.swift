@@ -88,8 +88,9 @@ public final class ClusterNode: Sendable {
         /// Off by default: while the cores are all busy those threads may
         /// not run for a while (a message that stalls for half a second goes
         /// in chunks instead), and a lock one of them holds can hold up a
-        /// thread that needs it. Without TLS only; both nodes of a pair
-        /// must run Oscar 0.x with protocol version 5.
+        /// thread that needs it. Without TLS only. Both nodes of a pair opt
+        /// in: a node without it refuses bulk connections, and its peers
+        /// send in chunks.
         public var bulkLane = false
         /// The bulk lane's threads at `SCHED_IDLE` (true) or at normal
         /// priority (tests, which check behaviour, not scheduling).

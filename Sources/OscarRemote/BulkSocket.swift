@@ -72,8 +72,10 @@ final class BulkSocket: Sendable {
         }
     }
 
-    /// The most one writev takes.
-    private static let stepBytes = 1 << 20
+    /// The most one writev takes: `written` moves at least every 256 KiB,
+    /// so the stall watchdog (500 ms) tells a slow link (down to about
+    /// 0.5 MB/s) from a stuck one.
+    private static let stepBytes = 256 << 10
 
     /// Writes every byte of `bytes`.
     func write(_ bytes: [UInt8]) throws(Failure) {

@@ -86,7 +86,7 @@ package final class Connection: @unchecked Sendable {
         self.isInitiator = initiator
         handshake = Handshake(
             role: initiator ? .initiator : .acceptor, local: transport.localNode, secret: transport.secret,
-            nonce: Handshake.randomNonce(), bulk: bulk)
+            nonce: Handshake.randomNonce(), bulk: bulk, takesBulk: transport.usesBulkLane)
         // Until the peer has proven the secret it may send only handshake
         // frames, which are small: nobody without the secret makes this node
         // hold a large buffer.

@@ -70,8 +70,17 @@ struct Handshake {
     /// logging with the peer's address, since it may be someone guessing.
     private(set) var authenticationFailed = false
 
-    init(role: Role, local: NodeAddress, secret: [UInt8], nonce: [UInt8], bulk: Bool = false) {
+    /// An acceptor that takes bulk connections (its node opted in to the
+    /// bulk lane); one that does not refuses them (`noBulkLane`), and the
+    /// peer sends its large messages in chunks.
+    private let takesBulk: Bool
+    static let noBulkLane = "this node takes no bulk connections (bulk-lane is off)"
+
+    init(
+        role: Role, local: NodeAddress, secret: [UInt8], nonce: [UInt8], bulk: Bool = false, takesBulk: Bool = true
+    ) {
         self.role = role
+        self.takesBulk = takesBulk
         self.isBulk = bulk
         self.local = local
         self.secret = secret
@@ -119,6 +128,7 @@ struct Handshake {
                 guard hello.nonce.count == 32 else { return fail("the peer's nonce is not 32 bytes") }
                 guard hello.node.uid != local.uid else { return fail("connected to itself") }
                 guard hello.lane == nil || hello.lane == "bulk" else { return fail("unknown lane \(hello.lane!)") }
+                guard hello.lane == nil || takesBulk else { return fail(Self.noBulkLane) }
                 isBulk = hello.lane != nil
                 peer = hello.node
                 peerNonce = Array(hello.nonce)

@@ -205,6 +205,29 @@ final class NumberRecorder: Reactor {
         #expect(a.stats.value(.bulkMessagesOut) == 0)
     }
 
+    /// Tells five numbers, every other one large, from `a` to the recorder
+    /// of the node at `port`, and checks they all arrived in order, the
+    /// large ones in chunks.
+    static func fiveInOrderInChunks(from a: ClusterNode, to port: Int) async throws {
+        let recorder = a.system.ref("oscar://127.0.0.1:\(port)/user/recorder")!
+        for number in 0..<5 {
+            let size = number % 2 == 1 ? 200_000 : 10
+            recorder.tell(PaddedNumber(number: number, padding: Data(repeating: 1, count: size)))
+        }
+        #expect(try await recorder.ask(ReceivedNumbers(), timeout: .seconds(60)) == Array(0..<5))
+        #expect(a.stats.value(.bulkMessagesOut) == 0)
+        #expect(a.stats.value(.chunksOut) >= 8)
+    }
+
+    /// A node that did not opt in refuses bulk connections in the
+    /// handshake; its peer sends its large messages in chunks, in order.
+    @Test func aNodeWithoutTheLaneGetsChunks() async throws {
+        let b = try Self.node { $0.bulkLane = false }
+        let a = try Self.node { $0.smallTrafficLinger = .seconds(60) }
+        defer { stopAll(a, b) }
+        try await Self.fiveInOrderInChunks(from: a, to: b.address.port)
+    }
+
     /// A bulk connection that ends after its handshake (here refused by a
     /// receiver that has as many bulk connections as it takes) loses
     /// nothing: each message starts again in chunks, in its place.
@@ -221,14 +244,7 @@ final class NumberRecorder: Reactor {
                 return peer
             }
         }
-        let recorder = a.system.ref("oscar://127.0.0.1:\(port)/user/recorder")!
-        for number in 0..<5 {
-            let size = number % 2 == 1 ? 200_000 : 10
-            recorder.tell(PaddedNumber(number: number, padding: Data(repeating: 1, count: size)))
-        }
-        #expect(try await recorder.ask(ReceivedNumbers(), timeout: .seconds(60)) == Array(0..<5))
-        #expect(a.stats.value(.bulkMessagesOut) == 0)
-        #expect(a.stats.value(.chunksOut) >= 8)
+        try await Self.fiveInOrderInChunks(from: a, to: port)
         withExtendedLifetime(holders) {}
     }
 

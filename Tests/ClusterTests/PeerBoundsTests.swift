@@ -280,7 +280,10 @@ final class InflateActor: Reactor {
     /// refusal; the chunks are skipped.
     @Test(arguments: [true, false])
     func aMessageOverTheReceiversMaximumFailsThatAskNotTheConnection(bulkLane: Bool) async throws {
-        let b = try Self.node { $0.maxMessageSize = 1 << 20 }
+        let b = try Self.node {
+            $0.maxMessageSize = 1 << 20
+            $0.bulkLane = bulkLane
+        }
         // 64 MiB: a sends what b refuses; on the bulk lane once a small
         // message went to b in the last minute.
         let a = try Self.node {

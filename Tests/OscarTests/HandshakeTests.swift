@@ -53,6 +53,12 @@ import Testing
             #expect(!changed.a.contains { if case .established = $0 { true } else { false } })
             #expect(!changed.b.contains { if case .established = $0 { true } else { false } })
         }
+        var refusing = Handshake(
+            role: .acceptor, local: b, secret: Array(secret.utf8), nonce: Handshake.randomNonce(), takesBulk: false)
+        _ = refusing.onStart()
+        let hello = try? CBOREncoder().encode(
+            Handshake.Hello(node: a, nonce: Data(Handshake.randomNonce()), lane: "bulk"))
+        #expect(refusing.onFrame(.hello, hello ?? []) == [.fail(reason: Handshake.noBulkLane, tellPeer: true)])
         let unknown = run(secretA: secret, secretB: secret) { $0.lane = "sideways" }
         #expect(unknown.b.contains { if case .fail(let r, true) = $0 { r.contains("unknown lane") } else { false } })
     }
