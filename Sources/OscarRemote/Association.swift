@@ -670,11 +670,11 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         // Small frames to this node: chunks leave one at a time (see
         // `LargeMessageLane.windowBesideSmallFrames`), or on the bulk lane.
         notePassingSmallFrames()
-        let besideSmallFrames = uv_hrtime() &- lastSmallFrame < transport.settings.smallTrafficLinger
+        let now = uv_hrtime()
+        let besideSmallFrames = now &- lastSmallFrame < transport.settings.smallTrafficLinger
         let window = besideSmallFrames ? LargeMessageLane.windowBesideSmallFrames : LargeMessageLane.window
         let bulk =
-            besideSmallFrames && transport.usesBulkLane && bulkRefusedOn !== connection
-            && uv_hrtime() >= bulkStalledUntil
+            besideSmallFrames && transport.usesBulkLane && bulkRefusedOn !== connection && now >= bulkStalledUntil
         // A write per chunk: the receiver starts on the first while the
         // next is written (one write for the window's chunks did half).
         while !(bulk && large.headIsUnstartedMessage), connection.unsentBytes < window,
@@ -748,9 +748,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Closes the bulk lane and sends the message that was on it, and every
     /// large message for the next 10 s, in chunks on the main connection.
     private func fallBackToChunks() {
-        bulkSender?.stop()
-        bulkSender = nil
-        bulkInFlight = nil
+        dropBulkLane()
         bulkStalledUntil = uv_hrtime() &+ 10_000_000_000
         large.restart()
         largeConnection = connection
@@ -758,26 +756,23 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     /// The bulk lane is done with message `id`: staged by the receiver, so
-    /// its commit goes on the main connection now; or lost with the bulk
-    /// connection, which fails that message only (an ask with
-    /// `nodeUnreachable`). Either way the frames behind it go next.
+    /// its commit goes on the main connection now, and the frames behind it
+    /// after; or the bulk connection failed, and the message starts again
+    /// in chunks.
     private func bulkSent(_ id: UInt64, failure: BulkSocket.Failure?) {
         guard bulkInFlight == id else { return }  // dropped with the main connection meanwhile
-        bulkInFlight = nil
         if let failure {
             // Only this side writes the commit, so nothing of the message
-            // can be delivered from the bulk lane now: it starts again in
-            // chunks, as large messages do for a while.
+            // can be delivered from the bulk lane now.
             OscarLog.shared.info(
                 "the bulk lane to \(node) failed (\(failure)); large messages go in chunks for a while")
             return fallBackToChunks()
-        } else {
-            transport.stats.add(.bulkMessagesOut)
-            let start = outbound.count
-            outbound.append(contentsOf: [0, 0, 0, 10, WireKind.commit.rawValue, 0])
-            BulkLane.appendUInt64(id, to: &outbound)
-            if admitted(.ordinary, from: start) { transport.stats.add(.framesOut) }
         }
+        bulkInFlight = nil
+        transport.stats.add(.bulkMessagesOut)
+        let start = outbound.count
+        outbound.append(contentsOf: BulkLane.commitFrame(id))
+        if admitted(.ordinary, from: start) { transport.stats.add(.framesOut) }
         large.finishHanded()
         outboundChanged()
         scheduleFlush()
@@ -793,15 +788,16 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         fallBackToChunks()
     }
 
-    /// Ends the bulk lane's connection and forgets its message in flight
-    /// (the main connection is gone, and the message with it).
+    /// Ends the bulk lane: its connection (or the dial under way) closes,
+    /// and the message on it is forgotten here (gone with the main
+    /// connection, or sent again in chunks by `fallBackToChunks`).
     private func dropBulkLane() {
         bulkSender?.stop()
         bulkSender = nil
         bulkInFlight = nil
         if let dial = bulkDial {
             bulkDial = nil
-            dial.close("the main connection is gone")
+            dial.close("the bulk lane is no longer wanted")
         }
     }
 
@@ -962,8 +958,8 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         }
         let wasEstablished = conn === connection
         connection = nil
-        if wasEstablished { transport.endBulkReceiver(from: peerUID) }
         if wasEstablished {
+            transport.endBulkReceiver(from: peerUID)
             if shuttingDown {
                 OscarLog.shared.debug("closed the connection to \(node)")
             } else if pending.isEmpty && outboundHead == outbound.count {
@@ -1151,7 +1147,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
         transport.refusedMessages.note(
             "refused a message of \(length) bytes from \(node): over this node's maximum of \(limit)")
         guard head.count >= 10, head[0] == WireKind.ask.rawValue else { return }
-        let correlation = head[2..<10].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let correlation = BulkLane.readUInt64(head[2..<10])
         let failure = Self.encoded(AskError.messageTooLarge(bytes: length, limit: limit))
         try? sendOutcome(.failure, correlation: correlation, on: conn, lane: .ordinary) {
             $0.append(contentsOf: failure)

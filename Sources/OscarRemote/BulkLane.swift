@@ -56,6 +56,13 @@ enum BulkLane {
         return bytes
     }
 
+    /// The commit frame that delivers message `id` (length prefix included).
+    static func commitFrame(_ id: UInt64) -> [UInt8] {
+        var frame: [UInt8] = [0, 0, 0, 10, WireKind.commit.rawValue, 0]
+        appendUInt64(id, to: &frame)
+        return frame
+    }
+
     static func appendUInt64(_ value: UInt64, to out: inout [UInt8]) {
         for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: value >> shift)) }
     }
@@ -85,7 +92,7 @@ enum BulkLane {
     /// (the lane's receiving thread). Every message is held to this node's
     /// bounds before a byte of it is kept: one larger than the maximum is
     /// read past and staged as refused; one the reassembly bound has no
-    /// room for ends the connection (its sender fails that message only).
+    /// room for ends the connection (its sender sends it in chunks).
     static func receive(on socket: BulkSocket, from peer: NodeAddress, transport: Transport) {
         BulkSocket.startThread(named: "oscar-bulk-in", idle: transport.settings.bulkLaneAtIdlePriority)
         do throws(BulkSocket.Failure) {
@@ -120,7 +127,7 @@ enum BulkLane {
                 appendUInt64(id, to: &acknowledgement)
                 try socket.write(acknowledgement)
             }
-        } catch  where error.description != BulkSocket.Failure.closed.description {
+        } catch  where error != .closed {
             OscarLog.shared.warning("closing the bulk connection from \(peer): \(error)")
         } catch {}
         socket.shutdown()
@@ -178,12 +185,11 @@ final class BulkSender: Sendable {
     private func next() -> BulkLane.Message? {
         while true {
             wake.wait()
-            let taken = queue.withLock { queue -> (BulkLane.Message?, Bool) in
-                if queue.stopped { return (nil, true) }
-                return (queue.messages.isEmpty ? nil : queue.messages.removeFirst(), false)
+            let (stopped, message) = queue.withLock { queue -> (Bool, BulkLane.Message?) in
+                (queue.stopped, queue.stopped || queue.messages.isEmpty ? nil : queue.messages.removeFirst())
             }
-            if taken.1 { return nil }
-            if let message = taken.0 { return message }
+            if stopped { return nil }
+            if let message { return message }
         }
     }
 }

@@ -40,7 +40,7 @@ final class BulkSocket: Sendable {
     deinit { Glibc.close(fd) }
 
     /// What went wrong with a read or write, said the way the log says it.
-    struct Failure: Error, CustomStringConvertible {
+    struct Failure: Error, Equatable, CustomStringConvertible {
         var description: String
         static func errno(_ what: String) -> Failure {
             let code = Glibc.errno
@@ -119,12 +119,15 @@ final class BulkSocket: Sendable {
         return bytes
     }
 
-    /// Reads and drops `count` bytes (a message this node refuses).
+    /// Reads and drops `count` bytes (a message this node refuses), through
+    /// one buffer of at most 64 KiB.
     func skip(_ count: Int) throws(Failure) {
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, min(count, 64 * 1024)), alignment: 1)
+        defer { scratch.deallocate() }
         var left = count
         while left > 0 {
-            let step = min(left, 64 * 1024)
-            _ = try read(step)
+            let step = min(left, scratch.count)
+            try read(into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<step]))
             left -= step
         }
     }

@@ -273,7 +273,6 @@ package final class Connection: @unchecked Sendable {
                 buffer.maxFrame = transport.settings.maxFrameSize
                 wasEstablished = true
                 if let t = handshakeTimer { loop.cancelTimer(t) }
-                if isBulk { return transport.bulkEstablished(self, peer: node) }
                 transport.established(self, peer: node)
             case .fail(let reason, let tellPeer):
                 peer = peer ?? handshake.peer
@@ -625,6 +624,7 @@ package final class Connection: @unchecked Sendable {
         let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         state = .closed
         uv_read_stop(stream)
+        transport.closed(self, reason: "moved to the bulk lane")
         UVHandle.close(tcp)
         guard duplicate >= 0 else { return nil }
         return duplicate

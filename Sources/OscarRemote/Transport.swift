@@ -48,7 +48,7 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         /// Large messages beside small traffic go on the bulk lane, a second
         /// connection per node pair (see `BulkLane`); without it (the
         /// default), or with TLS, they go in chunks between the small frames
-        /// (see `LargeMessageLane`). A node accepts bulk connections either way.
+        /// (see `LargeMessageLane`), and bulk connections are refused.
         package var bulkLane = false
         /// The bulk lane's threads run at `SCHED_IDLE`: they take only a
         /// core nothing else wants (and a node whose cores are all busy
@@ -252,6 +252,7 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     func established(_ conn: Connection, peer: NodeAddress) {
         connections[ObjectIdentifier(conn)] = conn
         if !conn.isInitiator { handshaking -= 1 }
+        if conn.isBulk { return bulkEstablished(conn, peer: peer) }
         association(for: peer).adopt(conn, peer: peer)
     }
 
@@ -282,16 +283,12 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
 
     // MARK: - The bulk lane
 
-    /// A bulk connection finished its handshake: it leaves the I/O loop. A
-    /// dialled one goes to the association that dialled it, an accepted
-    /// one to a receiving thread of its own (replacing any earlier one from
-    /// the same incarnation).
-    func bulkEstablished(_ conn: Connection, peer: NodeAddress) {
-        connections.removeValue(forKey: ObjectIdentifier(conn))
-        if !conn.isInitiator {
-            inbound -= 1
-            handshaking -= 1
-        }
+    /// A bulk connection finished its handshake: it leaves the I/O loop
+    /// (closed here as any connection, its socket kept). A dialled one goes
+    /// to the association that dialled it, an accepted one to a receiving
+    /// thread of its own (replacing any earlier one from the same
+    /// incarnation).
+    private func bulkEstablished(_ conn: Connection, peer: NodeAddress) {
         let dialled = conn.bulkDialled
         conn.bulkDialled = nil
         guard let fd = conn.detachSocket() else {

@@ -92,14 +92,6 @@ final class NumberRecorder: Reactor {
         return (main, bulk, node)
     }
 
-    static func bulkHeader(id: UInt64, length: Int) -> [UInt8] { BulkLane.header(id: id, length: length) }
-
-    static func commit(_ id: UInt64) -> [UInt8] {
-        var frame: [UInt8] = [0, 0, 0, 10, WireKind.commit.rawValue, 0]
-        BulkLane.appendUInt64(id, to: &frame)
-        return frame
-    }
-
     /// A message that came on the bulk lane waits for its commit: an ask
     /// sent after it on the main connection is answered first, and the
     /// commit delivers it. A commit for a message that never came does
@@ -111,15 +103,15 @@ final class NumberRecorder: Reactor {
         // Its reply is empty (times: 0): small, on the main connection.
         let large = try PeerBoundsTests.askFrame(
             Inflate(text: String(repeating: "l", count: 100_000), times: 0), to: "/user/inflate", correlation: 1)
-        bulk.send(Self.bulkHeader(id: 7, length: large.count - 4) + large.dropFirst(4))
+        bulk.send(BulkLane.header(id: 7, length: large.count - 4) + large.dropFirst(4))
         #expect(bulk.read(8).map { BulkLane.readUInt64($0) } == 7)  // staged
 
         main.send(try PeerBoundsTests.askFrame(Inflate(text: "s", times: 2), to: "/user/inflate", correlation: 2))
         let first = try #require(try PeerBoundsTests.readReply(main, as: String.self))
         #expect(first.0 == 2 && first.1 == "ss")
 
-        main.send(Self.commit(3))  // nothing staged under it (ids only grow)
-        main.send(Self.commit(7))
+        main.send(BulkLane.commitFrame(3))  // nothing staged under it (ids only grow)
+        main.send(BulkLane.commitFrame(7))
         let second = try #require(try PeerBoundsTests.readReply(main, as: String.self))
         #expect(second.0 == 1 && second.1 == "")
         #expect(b.stats.value(.bulkMessagesIn) == 1)
@@ -135,9 +127,9 @@ final class NumberRecorder: Reactor {
         let (main, bulk, _) = try Self.rawPeers(port: b.address.port)
         let over = try PeerBoundsTests.askFrame(
             Inflate(text: String(repeating: "o", count: 2 << 20), times: 1), to: "/user/inflate", correlation: 5)
-        bulk.send(Self.bulkHeader(id: 1, length: over.count - 4) + over.dropFirst(4))
+        bulk.send(BulkLane.header(id: 1, length: over.count - 4) + over.dropFirst(4))
         #expect(bulk.read(8).map { BulkLane.readUInt64($0) } == 1)
-        main.send(Self.commit(1))
+        main.send(BulkLane.commitFrame(1))
         let (kind, rest) = try #require(main.readFrame())
         #expect(kind == .failure)
         let failure = [kind.rawValue] + rest
@@ -153,7 +145,7 @@ final class NumberRecorder: Reactor {
         }
         #expect(limit == 1 << 20)
 
-        bulk.send(Self.bulkHeader(id: 2, length: 0))
+        bulk.send(BulkLane.header(id: 2, length: 0))
         #expect(bulk.closedByPeer())
         main.send(try PeerBoundsTests.askFrame(Inflate(text: "k", times: 3), to: "/user/inflate", correlation: 6))
         let reply = try #require(try PeerBoundsTests.readReply(main, as: String.self))
