@@ -238,7 +238,8 @@ public final class ClusterNode: Sendable {
             ref: system.ref(for: ActorAddress(node: address, path: ReceptionistActor.path)),
             listings: receptionistListings)
     }
-    let stats: NodeStats
+    /// The node's counters (the benchmarks read which lane carried what).
+    package let stats: NodeStats
     private let http = Mutex<HTTPServer?>(nil)
     /// The network side; `reloadTLS` swaps its credentials.
     let transport: Transport

@@ -49,13 +49,16 @@ public enum RemoteBenchmark {
     }
 
     /// Runs node B until it is sent `Stop`. Calls `ready` with the port.
-    /// With `tls`, the node speaks TLS 1.3 only (the `--tls` figures).
+    /// With `tls`, the node speaks TLS 1.3 only (the `--tls` figures); with
+    /// `bulkLane`, it takes the bulk connections node A dials.
     public static func serve(
-        secret: String, port: Int = 0, spin: Duration, tls: ClusterNode.Settings.TLS? = nil, ready: (Int) -> Void
+        secret: String, port: Int = 0, spin: Duration, tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false,
+        ready: (Int) -> Void
     ) async throws {
         let stopped = StopSignal()
         var settings = ClusterNode.Settings(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)
         settings.tls = tls
+        settings.bulkLane = bulkLane
         let node = try ClusterNode(settings: settings) {
             actors in
             actors.nodeSingleton("server") { Server(stop: { stopped.fire() }) }
@@ -108,7 +111,8 @@ public enum RemoteBenchmark {
 
     /// Runs one workload against the server on `port` and returns its figures.
     /// With `distributed`, W2 and W3 call a distributed actor instead; with
-    /// `bulkLane`, node A sends its large messages on the bulk lane.
+    /// `bulkLane`, node A sends its large messages on the bulk lane (node B
+    /// must take it), and two more figures say which lane carried them.
     public static func run(
         _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false,
         tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false
@@ -129,7 +133,13 @@ public enum RemoteBenchmark {
                 timeout: .seconds(600))
         server.tell(Stop())
         _ = try? await server.ask(Identify(), timeout: .seconds(2))  // the stop has left
-        return figures
+        guard bulkLane else { return figures }
+        return figures + [
+            BenchFigure(
+                metric: "\(workload)_A_bulk_messages_out", value: Double(node.stats.value(.bulkMessagesOut)),
+                unit: "msg"),
+            BenchFigure(metric: "\(workload)_A_chunks_out", value: Double(node.stats.value(.chunksOut)), unit: "count"),
+        ]
     }
 
     package static func w1(_ server: ActorRef) async throws -> [BenchFigure] {

@@ -69,10 +69,11 @@ enum BenchCommand {
             let port = try args.int("port", default: 0, range: 0...65535)
             let spin = try spinOption(&args)
             let tls = try ClusterTLS.client(&args, dir: nil)
+            let bulkLane = args.has("bulk-lane")
             try args.rejectUnknownOptions()
             OscarLog.shared.level = .error  // node A leaving at the end is expected
             do {
-                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin, tls: tls) {
+                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin, tls: tls, bulkLane: bulkLane) {
                     print("PORT \($0)")
                 }
             } catch {
@@ -143,6 +144,7 @@ enum BenchCommand {
         }
         server.arguments =
             ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"] + (certificates?.arguments("b") ?? [])
+            + (bulkLane ? ["--bulk-lane"] : [])
         let out = Pipe()
         server.standardOutput = out
         do {
