@@ -107,8 +107,12 @@ enum BulkLane {
                     try socket.skip(length - head.count)
                     transport.staged.stage(.refused(length: length, head: head), from: peer.uid, id: id)
                 } else {
-                    if !transport.reserveReassembly(length) { transport.staged.removeExpired() }
-                    guard transport.reserveReassembly(length) else {
+                    var reserved = transport.reserveReassembly(length)
+                    if !reserved {
+                        transport.staged.removeExpired()
+                        reserved = transport.reserveReassembly(length)
+                    }
+                    guard reserved else {
                         throw BulkSocket.Failure(description: WireError.reassemblyFull(length).description)
                     }
                     let body = LendableBuffer(capacity: length)

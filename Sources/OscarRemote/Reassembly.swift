@@ -102,4 +102,7 @@ final class ReassemblyBudget: Sendable {
     }
 
     @Sendable func release(_ bytes: Int) { used.subtract(bytes, ordering: .relaxed) }
+
+    /// Bytes reserved now (0 once every message held has been delivered).
+    var inUse: Int { used.load(ordering: .relaxed) }
 }

@@ -280,6 +280,8 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
     func reserveReassembly(_ bytes: Int) -> Bool { reassembly.reserve(bytes) }
 
     func releaseReassembly(_ bytes: Int) { reassembly.release(bytes) }
+    /// Reassembly bytes held now, by messages arriving or staged.
+    var reassemblyInUse: Int { reassembly.inUse }
 
     // MARK: - The bulk lane
 

@@ -79,6 +79,11 @@ final class NumberRecorder: Reactor {
         #expect(a.stats.value(.bulkMessagesOut) == (bulkLane ? large : 0))
         #expect(b.stats.value(.bulkMessagesIn) == (bulkLane ? large : 0))
         #expect((a.stats.value(.chunksOut) >= large) == !bulkLane)
+        // Each message gave back the room it took in B's reassembly bound
+        // before it was delivered (the lane once took it twice: 16 messages
+        // of 16 MiB filled the bound).
+        #expect(b.transport.reassemblyInUse == 0)
+        #expect(b.transport.staged.count == 0)
     }
 
     /// A raw peer with one identity on both of its connections: the main
