@@ -36,6 +36,8 @@ allowed_files=(
   Sources/OscarRemote/HostResolver.swift
   # The bulk lane's sockets, read and written with blocking calls.
   Sources/OscarRemote/BulkSocket.swift
+  # The bulk lane's copying thread: raw buffers handed over between threads.
+  Sources/OscarRemote/BulkCopier.swift
   # The byte-stream server and connections the management endpoint's HTTP
   # runs on: libuv TCP handles, read buffers and write requests.
   Sources/OscarRemote/StreamServer.swift

@@ -71,13 +71,13 @@ enum BulkLane {
         bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    /// Writes `message` and waits for its acknowledgement (the lane's
-    /// sending thread).
-    static func send(_ message: Message, on socket: BulkSocket) throws(BulkSocket.Failure) {
+    /// Writes `message` (its bytes copied by `copier`) and waits for its
+    /// acknowledgement (the lane's sending thread).
+    static func send(_ message: Message, on socket: BulkSocket, copier: BulkCopier) throws(BulkSocket.Failure) {
         let frame = LargeMessageLane.OutgoingFrame(
             head: header(id: message.id, length: message.bodyCount), pieces: message.body, isChunk: false)
         let failure = frame.withBuffers { buffers -> BulkSocket.Failure? in
-            do throws(BulkSocket.Failure) { try socket.write(buffers) } catch { return error }
+            do throws(BulkSocket.Failure) { try socket.write(buffers, on: copier) } catch { return error }
             return nil
         }
         if let failure { throw failure }
@@ -94,8 +94,12 @@ enum BulkLane {
     /// read past and staged as refused; one the reassembly bound has no
     /// room for ends the connection (its sender sends it in chunks).
     static func receive(on socket: BulkSocket, from peer: NodeAddress, transport: Transport) {
-        BulkSocket.startThread(named: "oscar-bulk-in", idle: transport.settings.bulkLaneAtIdlePriority)
+        BulkSocket.startThread(named: "oscar-bulk-in")
+        let copier = BulkCopier(
+            socket: socket, named: "oscar-copy-in", idle: transport.settings.bulkLaneAtIdlePriority)
         do throws(BulkSocket.Failure) {
+            guard let copier else { throw BulkSocket.Failure(description: "no thread for the bulk lane's copying") }
+            defer { copier.stop() }
             while true {
                 socket.waitUntilReadable()
                 let header = try socket.read(headerBytes)
@@ -104,7 +108,7 @@ enum BulkLane {
                 guard length > 0 else { throw BulkSocket.Failure(description: "a bulk message of 0 bytes") }
                 if length > transport.settings.maxMessageSize {
                     let head = try socket.read(min(length, 10))
-                    try socket.skip(length - head.count)
+                    try socket.skip(length - head.count, on: copier)
                     transport.staged.stage(.refused(length: length, head: head), from: peer.uid, id: id)
                 } else {
                     var reserved = transport.reserveReassembly(length)
@@ -118,7 +122,9 @@ enum BulkLane {
                     let body = LendableBuffer(capacity: length)
                     var failure: BulkSocket.Failure?
                     body.append(length) { room in
-                        do throws(BulkSocket.Failure) { try socket.read(into: room) } catch { failure = error }
+                        do throws(BulkSocket.Failure) { try socket.read(into: room, on: copier) } catch {
+                            failure = error
+                        }
                     }
                     if let failure {
                         transport.releaseReassembly(length)
@@ -139,10 +145,10 @@ enum BulkLane {
     }
 }
 
-/// The sending end of one bulk connection: a thread of its own, made once
-/// (at `SCHED_IDLE` from its start, so that no message begins with a new
-/// thread at normal priority), that writes the messages it is given one at
-/// a time and reports each to `done`.
+/// The sending end of one bulk connection: a thread of its own, made once,
+/// that writes the messages it is given one at a time and reports each to
+/// `done`. It runs at normal priority and blocks while its `BulkCopier`
+/// (at `SCHED_IDLE`) copies each message's bytes into the socket.
 final class BulkSender: Sendable {
     let socket: BulkSocket
     private let queue = Mutex<(messages: [BulkLane.Message], stopped: Bool)>(([], false))
@@ -158,12 +164,14 @@ final class BulkSender: Sendable {
         done: @escaping @Sendable (UInt64, BulkSocket.Failure?) -> Void
     ) {
         self.socket = socket
+        guard let copier = BulkCopier(socket: socket, named: "oscar-copy-out", idle: idle) else { return nil }
         let started = ProcessControl.startThread { [self] in
-            BulkSocket.startThread(named: "oscar-bulk-out", idle: idle)
+            BulkSocket.startThread(named: "oscar-bulk-out")
+            defer { copier.stop() }
             while let message = next() {
                 starting()
                 do throws(BulkSocket.Failure) {
-                    try BulkLane.send(message, on: socket)
+                    try BulkLane.send(message, on: socket, copier: copier)
                     done(message.id, nil)
                 } catch {
                     stop()
@@ -171,7 +179,10 @@ final class BulkSender: Sendable {
                 }
             }
         }
-        guard started else { return nil }
+        guard started else {
+            copier.stop()
+            return nil
+        }
     }
 
     func send(_ message: BulkLane.Message) {
