@@ -23,6 +23,20 @@ static inline void oscar_set_parent_death_signal(int sig) { prctl(PR_SET_PDEATHS
 #include <signal.h>
 static inline void oscar_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 
+/// Keeps the calling thread on CPU `cpu` (a loop pinned by
+/// `ActorSystem.Settings.loopCPUs`). 0, or an errno (EINVAL: no such CPU
+/// in this process's set). The raw call, because glibc's cpu_set_t macros
+/// need _GNU_SOURCE.
+#include <errno.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static inline int oscar_pin_thread_to_cpu(int cpu) {
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    if (cpu < 0 || cpu >= 1024) return EINVAL;
+    mask[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
+    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
+}
+
 /// Moves the calling thread to SCHED_IDLE: it runs only on a core nothing
 /// else wants (the bulk lane's threads; see docs/ARCHITECTURE.md). On Linux
 /// the policy is the thread's own. 0, or -1 with errno.

@@ -103,6 +103,9 @@ public final class ClusterNode: Sendable {
         /// It trades a little CPU after each burst of messages for not waking
         /// a halted vCPU per message; see the README's W2 figures.
         public var spinBeforeBlock: Duration
+        /// CPUs the loops are kept on (`ActorSystem.Settings.loopCPUs`);
+        /// empty, the default: the kernel places them.
+        public var loopCPUs: [Int] = []
         /// Nodes to join through (any one alive is enough). Empty: this node
         /// forms a cluster of its own, which others can join.
         public var seeds: [NodeAddress]
@@ -262,11 +265,11 @@ public final class ClusterNode: Sendable {
         }
         stats = NodeStats(handler: settings.metrics)
         let (fd, port) = try SocketAddress.listen(host: settings.host, port: settings.port)
-        system = ActorSystem(
-            settings: .init(
-                name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
-                node: .local(host: settings.identityHost, port: port), spinBeforeBlock: settings.spinBeforeBlock),
-            services: services, build)
+        var systemSettings = ActorSystem.Settings(
+            name: settings.name, loopCount: settings.loopCount, mailboxCapacity: settings.mailboxCapacity,
+            node: .local(host: settings.identityHost, port: port), spinBeforeBlock: settings.spinBeforeBlock)
+        systemSettings.loopCPUs = settings.loopCPUs
+        system = ActorSystem(settings: systemSettings, services: services, build)
         guard settings.secret.utf8.count >= Settings.minimumSecretBytes else {
             throw .secretTooShort(settings.secret.utf8.count, minimum: Settings.minimumSecretBytes)
         }

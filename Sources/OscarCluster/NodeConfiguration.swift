@@ -32,6 +32,8 @@ package struct NodeConfiguration: Sendable, Equatable {
     public var secretFile: String?
     public var roles: Set<String> = []
     public var loops = EventLoopGroup.defaultLoopCount
+    /// `ClusterNode.Settings.loopCPUs`.
+    public var loopCPUs: [Int] = []
     /// `ClusterNode.Settings.maxMessageSize`.
     public var maxMessageSize = 64 << 20
     /// `ClusterNode.Settings.bulkLane`.
@@ -192,6 +194,7 @@ package struct NodeConfiguration: Sendable, Equatable {
         s.advertisedHost = advertisedHost
         s.maxMessageSize = maxMessageSize
         s.bulkLane = bulkLane
+        s.loopCPUs = loopCPUs
         s.membership = membership
         s.membershipTick = heartbeatInterval
         if let tlsCertificate, let tlsKey, let tlsCA {
@@ -289,6 +292,19 @@ package struct NodeConfiguration: Sendable, Equatable {
             c.loops = try int(t, 1...256)
         } show: {
             "\($0.loops)"
+        },
+        Key(
+            name: "loop-cpus",
+            help:
+                "CPUs the event loops are kept on, comma-separated (loop i on the i-th, round); for several nodes on one machine"
+        ) { c, t throws(Reason) in
+            var cpus: [Int] = []
+            for part in t.split(separator: ",", omittingEmptySubsequences: false) {
+                cpus.append(try int(String(part.filter { $0 != " " }), 0...1023))
+            }
+            c.loopCPUs = cpus
+        } show: {
+            $0.loopCPUs.isEmpty ? "(any)" : $0.loopCPUs.map(String.init).joined(separator: ",")
         },
         Key(
             name: "max-message-size",

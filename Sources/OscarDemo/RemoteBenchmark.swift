@@ -50,15 +50,17 @@ public enum RemoteBenchmark {
 
     /// Runs node B until it is sent `Stop`. Calls `ready` with the port.
     /// With `tls`, the node speaks TLS 1.3 only (the `--tls` figures); with
-    /// `bulkLane`, it takes the bulk connections node A dials.
+    /// `bulkLane`, it takes the bulk connections node A dials; its loop is
+    /// kept on `loopCPUs` if given.
     public static func serve(
         secret: String, port: Int = 0, spin: Duration, tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false,
-        ready: (Int) -> Void
+        loopCPUs: [Int] = [], ready: (Int) -> Void
     ) async throws {
         let stopped = StopSignal()
         var settings = ClusterNode.Settings(port: port, secret: secret, loopCount: 1, spinBeforeBlock: spin)
         settings.tls = tls
         settings.bulkLane = bulkLane
+        settings.loopCPUs = loopCPUs
         let node = try ClusterNode(settings: settings) {
             actors in
             actors.nodeSingleton("server") { Server(stop: { stopped.fire() }) }
@@ -112,14 +114,16 @@ public enum RemoteBenchmark {
     /// Runs one workload against the server on `port` and returns its figures.
     /// With `distributed`, W2 and W3 call a distributed actor instead; with
     /// `bulkLane`, node A sends its large messages on the bulk lane (node B
-    /// must take it), and two more figures say which lane carried them.
+    /// must take it), and two more figures say which lane carried them;
+    /// node A's loop is kept on `loopCPUs` if given.
     public static func run(
         _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false,
-        tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false
+        tls: ClusterNode.Settings.TLS? = nil, bulkLane: Bool = false, loopCPUs: [Int] = []
     ) async throws -> [BenchFigure] {
         var settings = ClusterNode.Settings(secret: secret, loopCount: 1, spinBeforeBlock: spin)
         settings.tls = tls
         settings.bulkLane = bulkLane
+        settings.loopCPUs = loopCPUs
         let node = try ClusterNode(settings: settings)
         defer { node.shutdown() }
         let server = node.system.ref("oscar://127.0.0.1:\(port)/user/server")!

@@ -27,6 +27,11 @@ public final class ActorSystem: Sendable {
         /// After work, how long a loop polls before blocking: trades a core's
         /// idle time for latency. Default zero.
         public var spinBeforeBlock: Duration
+        /// CPUs the loops are kept on: loop `i` on `loopCPUs[i % count]`.
+        /// Empty (the default): the kernel places them. For several nodes
+        /// on one machine, whose loops the kernel may put on one core
+        /// while another idles (see docs/CONFIGURATION.md, `loop-cpus`).
+        public var loopCPUs: [Int] = []
 
         /// One loop per online core.
         public static var defaultLoopCount: Int { EventLoopGroup.defaultLoopCount }
@@ -89,7 +94,8 @@ public final class ActorSystem: Sendable {
     ) {
         self.settings = settings
         self.services = services
-        self.loops = EventLoopGroup(loopCount: settings.loopCount, spinBeforeBlock: settings.spinBeforeBlock)
+        self.loops = EventLoopGroup(
+            loopCount: settings.loopCount, spinBeforeBlock: settings.spinBeforeBlock, cpus: settings.loopCPUs)
         let reference = SystemReference()
         var decoder = CBORDecoder()
         decoder.userInfo[.oscarActorSystem] = reference

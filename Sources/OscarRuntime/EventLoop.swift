@@ -56,6 +56,8 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var traffic: UInt64 = 0
     /// How long the loop keeps polling without blocking after its last work.
     private let spin: UInt64
+    /// The CPU its thread is kept on, if any.
+    private let cpu: Int?
 
     // MARK: - Cross-thread state
     private let inbox = LoopInbox()
@@ -69,9 +71,12 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     ///   tens of microseconds per message in a request/reply exchange; a short
     ///   spin keeps the thread (and its vCPU) ready for the next message. Zero
     ///   disables it. Idle loops do not spin.
-    package init(index: Int, spinBeforeBlock: Duration = .zero) {
+    /// - Parameter cpu: keep the loop's thread on this CPU (a warning, and
+    ///   no pinning, if the process may not run there).
+    package init(index: Int, spinBeforeBlock: Duration = .zero, cpu: Int? = nil) {
         self.index = index
         self.spin = UInt64(spinBeforeBlock.nanoseconds)
+        self.cpu = cpu
         uvLoop = .allocate(capacity: 1)
         let rc = uv_loop_init(uvLoop)
         precondition(rc == 0, "uv_loop_init failed: \(String(cString: uv_strerror(rc)))")
@@ -133,6 +138,10 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     fileprivate func runOnThread() {
         pthread_setspecific(currentLoopKey, Unmanaged.passUnretained(self).toOpaque())
         oscar_set_thread_name("oscar-loop-\(index)")
+        if let cpu, case let rc = oscar_pin_thread_to_cpu(Int32(clamping: cpu)), rc != 0 {
+            OscarLog.shared.warning(
+                "loop \(index) is not kept on CPU \(cpu): \(String(cString: strerror(rc))); the kernel places it")
+        }
         if spin == 0 {
             uv_run(uvLoop, UV_RUN_DEFAULT)
         } else {

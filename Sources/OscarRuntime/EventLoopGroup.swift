@@ -12,11 +12,18 @@ package final class EventLoopGroup: Sendable {
     /// One loop per online core, the default.
     public static var defaultLoopCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
-    /// - Parameter spinBeforeBlock: see `EventLoop`; zero (the default here)
-    ///   blocks as soon as a loop is idle.
-    public init(loopCount: Int = EventLoopGroup.defaultLoopCount, spinBeforeBlock: Duration = .zero) {
+    /// - Parameters:
+    ///   - spinBeforeBlock: see `EventLoop`; zero (the default here) blocks
+    ///     as soon as a loop is idle.
+    ///   - cpus: loop `i` is kept on `cpus[i % cpus.count]`; empty, the
+    ///     kernel places them.
+    public init(
+        loopCount: Int = EventLoopGroup.defaultLoopCount, spinBeforeBlock: Duration = .zero, cpus: [Int] = []
+    ) {
         precondition(loopCount > 0, "an EventLoopGroup needs at least one loop")
-        loops = (0..<loopCount).map { EventLoop(index: $0, spinBeforeBlock: spinBeforeBlock) }
+        loops = (0..<loopCount).map {
+            EventLoop(index: $0, spinBeforeBlock: spinBeforeBlock, cpu: cpus.isEmpty ? nil : cpus[$0 % cpus.count])
+        }
     }
 
     /// The next loop, round-robin.

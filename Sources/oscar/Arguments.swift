@@ -12,7 +12,7 @@ struct Arguments {
     /// Options that take no value.
     static let booleanSwitches: Set<String> = [
         "json", "help", "quiet", "print-config", "check-config", "follow", "graceful", "netns", "list", "trace",
-        "supervise", "no-supervise", "crash", "inject-faults", "tls", "force", "bulk-lane",
+        "supervise", "no-supervise", "crash", "inject-faults", "tls", "force", "bulk-lane", "pin",
     ]
 
     init(_ raw: ArraySlice<String>) throws(CLIError) {

@@ -41,9 +41,12 @@ enum BenchCommand {
             let tls = args.has("tls")
             let bulkLane = args.has("bulk-lane")
             guard !bulkLane || ["w5", "w2s"].contains(workload) else { throw .usage("--bulk-lane is for w5 and w2s") }
+            let pin = args.has("pin")
+            guard !pin || Self.cpuCount >= 2 else { throw .usage("--pin needs two CPUs, and this machine has one") }
             try args.rejectUnknownOptions()
             try await remote(
-                workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls, bulkLane: bulkLane)
+                workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls, bulkLane: bulkLane,
+                pin: pin)
             if workload == "w5" {
                 try await report {
                     [BenchFigure(metric: "w5_raw_tcp_loopback", value: try RawTCPBenchmark.rawTCP(), unit: "MB/s")]
@@ -70,10 +73,13 @@ enum BenchCommand {
             let spin = try spinOption(&args)
             let tls = try ClusterTLS.client(&args, dir: nil)
             let bulkLane = args.has("bulk-lane")
+            let cpu = try args.int("loop-cpu", default: -1, range: -1...1023)
             try args.rejectUnknownOptions()
             OscarLog.shared.level = .error  // node A leaving at the end is expected
             do {
-                try await RemoteBenchmark.serve(secret: secret, port: port, spin: spin, tls: tls, bulkLane: bulkLane) {
+                try await RemoteBenchmark.serve(
+                    secret: secret, port: port, spin: spin, tls: tls, bulkLane: bulkLane, loopCPUs: cpu < 0 ? [] : [cpu]
+                ) {
                     print("PORT \($0)")
                 }
             } catch {
@@ -84,6 +90,9 @@ enum BenchCommand {
                 "unknown workload '\(workload)'; available: w1, w2, w3, w4, w5, w2s, all, pool, flood, serve")
         }
     }
+
+    /// Online CPUs (`--pin` needs two).
+    static var cpuCount: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// `--spin 100us` (the node default), `--spin 0` to block at once.
     static func spinOption(_ args: inout Arguments) throws(CLIError) -> Duration {
@@ -122,7 +131,7 @@ enum BenchCommand {
     /// Runs W1–W3 as node A, against `--connect PORT` or a fresh child node B.
     static func remote(
         _ workload: String, connectTo port: Int, spin: Duration, distributed: Bool = false, tls: Bool = false,
-        bulkLane: Bool = false
+        bulkLane: Bool = false, pin: Bool = false
     ) async throws(CLIError) {
         OscarLog.shared.level = .error
         // With --tls: a CA and a certificate for each node in a fresh
@@ -133,7 +142,7 @@ enum BenchCommand {
             try await report {
                 try await RemoteBenchmark.run(
                     workload, port: port, secret: secret, spin: spin, distributed: distributed,
-                    tls: certificates?.settings("a"), bulkLane: bulkLane)
+                    tls: certificates?.settings("a"), bulkLane: bulkLane, loopCPUs: pin ? [0] : [])
             }
             return
         }
@@ -144,7 +153,7 @@ enum BenchCommand {
         }
         server.arguments =
             ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"] + (certificates?.arguments("b") ?? [])
-            + (bulkLane ? ["--bulk-lane"] : [])
+            + (bulkLane ? ["--bulk-lane"] : []) + (pin ? ["--loop-cpu", "1"] : [])
         let out = Pipe()
         server.standardOutput = out
         do {
@@ -161,7 +170,7 @@ enum BenchCommand {
         do {
             let figures = try await RemoteBenchmark.run(
                 workload, port: p, secret: secret, spin: spin, distributed: distributed,
-                tls: certificates?.settings("a"), bulkLane: bulkLane)
+                tls: certificates?.settings("a"), bulkLane: bulkLane, loopCPUs: pin ? [0] : [])
             server.waitUntilExit()
             for figure in figures { print(figure) }
             let b = ProcessStats.children

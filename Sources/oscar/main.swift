@@ -118,13 +118,14 @@ let usage = """
                                       ClusterNode.Runner.chaos (test kit), with its own workload
                                       and checks
       oscar demo                      start a local actor system and show a round trip
-      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed] [--tls]
+      oscar bench w1|w2|w3 [--spin 100us] [--connect PORT] [--api messages|distributed] [--tls] [--pin]
                                       remote workloads W1-W3: this process is node A,
                                       node B a fresh child 'oscar bench serve'; W2 and W3
                                       with --api distributed call a distributed actor; --tls:
-                                      both nodes speak TLS 1.3 (throwaway certificates)
+                                      both nodes speak TLS 1.3 (throwaway certificates); --pin:
+                                      node A's loop on CPU 0, node B's on CPU 1 (loop-cpus)
       oscar bench w4 [--count N]      workload W4: local tell throughput
-      oscar bench w5|w2s [--tls] [--bulk-lane]
+      oscar bench w5|w2s [--tls] [--bulk-lane] [--pin]
                                       large messages: W5 sends 1 MiB and 16 MiB messages (MB/s,
                                       beside the loopback's raw TCP limit); W2S runs W2 while
                                       16 MiB messages stream between the same two nodes;

@@ -27,6 +27,26 @@ import Testing
         }
     }
 
+    /// Loops given CPUs are kept on them, round the list; a CPU the process
+    /// may not use leaves its loop where the kernel puts it, running.
+    @Test func loopsAreKeptOnTheCPUsTheyAreGiven() async throws {
+        /// The CPUs the calling thread may run on, as the kernel lists them.
+        @Sendable func allowedCPUs() -> String {
+            let status = (try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
+            return line.map { String($0.dropFirst("Cpus_allowed_list:".count).filter { !$0.isWhitespace }) } ?? "?"
+        }
+        let processCPUs = allowedCPUs()
+        let group = EventLoopGroup(loopCount: 3, cpus: [0, 1023])
+        defer { group.shutdown() }
+        let seen = Record<(loop: Int, cpus: String)>()
+        for loop in group.loops { loop.execute { seen.append((loop.index, allowedCPUs())) } }
+        #expect(await eventually { seen.all.count == 3 })
+        let byLoop = Dictionary(uniqueKeysWithValues: seen.all.map { ($0.loop, $0.cpus) })
+        #expect(byLoop[0] == "0" && byLoop[2] == "0")
+        #expect(byLoop[1] == processCPUs, "CPU 1023 is not on this machine: loop 1 stays unpinned")
+    }
+
     @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() async {
         let group = EventLoopGroup(loopCount: 1)
         defer { group.shutdown() }

@@ -52,6 +52,22 @@ import Testing
         #expect(file.configuration.maxMessageSize == 32 << 20 && file.sources["max-message-size"] == .file)
     }
 
+    /// `loop-cpus` is a list of CPU numbers that reaches the node's loops;
+    /// anything else is refused by name.
+    @Test func loopCPUsAreAListOfCPUNumbers() throws {
+        func resolved(_ text: String) -> [Int]? {
+            try? NodeConfiguration.resolve(flags: ["loop-cpus": text], environment: [:], file: nil)
+                .configuration.clusterSettings(secret: "s").loopCPUs
+        }
+        #expect(NodeConfiguration().clusterSettings(secret: "s").loopCPUs.isEmpty)
+        #expect(resolved("0") == [0])
+        #expect(resolved("2, 3,1") == [2, 3, 1])
+        for bad in ["", "x", "1,", "-1", "1024", "0;1"] { #expect(resolved(bad) == nil, "\(bad)") }
+        #expect(Self.failureOf(flags: ["loop-cpus": "a"])?.key == "loop-cpus")
+        let environment = try NodeConfiguration.resolve(flags: [:], environment: ["OSCAR_LOOP_CPUS": "1"])
+        #expect(environment.configuration.loopCPUs == [1])
+    }
+
     /// `cluster-size` reaches `MembershipSettings.scaled(toClusterSize:)`
     /// from a flag, the environment or a file, on top of the windows given.
     @Test func aClusterSizeOverAThousandWidensTheDowningWindows() throws {
