@@ -245,6 +245,57 @@ final class NumberRecorder: Reactor {
         withExtendedLifetime(holders) {}
     }
 
+    /// Only the copying runs at `SCHED_IDLE`: the copier's thread is in that
+    /// class and the thread it copies for is not (a lock held by an idle
+    /// thread holds up normal ones until a core frees); and bytes cross a
+    /// socket whole and in order through it, both ways.
+    @Test func onlyTheCopyingRunsAtIdlePriority() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        let socket = BulkSocket(fd: fds[0], timeout: .seconds(60))
+        let peer = BulkSocket(fd: fds[1], timeout: .seconds(60))
+        let copier = try #require(BulkCopier(socket: socket, named: "oscar-copy-test", idle: true))
+        defer { copier.stop() }
+        let pattern = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
+
+        let written = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            try? peer.write(pattern)
+            written.signal()
+        }
+        var received = [UInt8](repeating: 0, count: pattern.count)
+        try received.withUnsafeMutableBytes { try socket.read(into: $0, on: copier) }
+        written.wait()
+        #expect(received == pattern)
+
+        let echoed = Mutex<[UInt8]?>(nil)
+        let read = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            echoed.withLock { $0 = try? peer.read(pattern.count) }
+            read.signal()
+        }
+        try pattern.withUnsafeBytes { try socket.write([$0], on: copier) }
+        read.wait()
+        #expect(echoed.withLock { $0 } == pattern)
+        #expect(socket.written.load(ordering: .relaxed) == pattern.count)
+
+        /// The scheduling policy (field 41 of `stat`) of the task at `path`.
+        func policy(_ path: String) -> Int? {
+            guard let stat = try? String(contentsOfFile: path + "/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 38 ? Int(fields[38]) : nil
+        }
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        let copiers = tasks.filter {
+            (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) == "oscar-copy-test\n"
+        }
+        try #require(copiers.count == 1)
+        #expect(policy("/proc/self/task/\(copiers[0])") == 5)  // SCHED_IDLE
+        #expect(policy("/proc/thread-self") == Int(SCHED_OTHER))
+    }
+
     /// Staged messages are bounded in time and by their sender: a commit
     /// drops its sender's older ones once they are 10 s old (their commits
     /// went on a lost connection), any older than the expiry goes, and an
