@@ -40,6 +40,12 @@ public enum OscarMetrics {
         /// Large messages sent and received whole on the bulk lane (a
         /// second connection per node pair; without TLS).
         case bulkMessagesOut, bulkMessagesIn
+        /// Times a large message left the bulk lane for chunks: the lane
+        /// made no progress for `bulkStallTimeout`, its connection failed,
+        /// or the peer took none. On a busy machine its copying thread (at
+        /// `SCHED_IDLE`) may not run; many of these say the lane does not
+        /// pay there.
+        case bulkFallbacks
     }
 
     /// Receives every change of every counter of one node. Called on the

@@ -387,7 +387,7 @@ public final class ClusterNode: Sendable {
             connectionsRefused: stats.value(.connectionsRefused), peersCutOff: stats.value(.peersCutOff),
             tlsRefusals: stats.value(.tlsRefusals), chunksOut: stats.value(.chunksOut),
             chunksIn: stats.value(.chunksIn), bulkMessagesOut: stats.value(.bulkMessagesOut),
-            bulkMessagesIn: stats.value(.bulkMessagesIn))
+            bulkMessagesIn: stats.value(.bulkMessagesIn), bulkFallbacks: stats.value(.bulkFallbacks))
         return ManagementRoutes.respond(request, snapshot)
     }
 

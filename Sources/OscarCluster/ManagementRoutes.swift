@@ -36,6 +36,7 @@ package enum ManagementRoutes {
         public var chunksIn: Int = 0
         public var bulkMessagesOut: Int = 0
         public var bulkMessagesIn: Int = 0
+        public var bulkFallbacks: Int = 0
     }
 
     /// One HTTP request, as the shell parsed it; header names are lowercase.
@@ -138,6 +139,9 @@ package enum ManagementRoutes {
             "# HELP oscar_bulk_messages_in_total Large messages received on the bulk lane.",
             "# TYPE oscar_bulk_messages_in_total counter",
             "oscar_bulk_messages_in_total \(s.bulkMessagesIn)",
+            "# HELP oscar_bulk_fallbacks_total Large messages that left the bulk lane for chunks.",
+            "# TYPE oscar_bulk_fallbacks_total counter",
+            "oscar_bulk_fallbacks_total \(s.bulkFallbacks)",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

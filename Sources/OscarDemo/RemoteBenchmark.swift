@@ -143,6 +143,8 @@ public enum RemoteBenchmark {
                 metric: "\(workload)_A_bulk_messages_out", value: Double(node.stats.value(.bulkMessagesOut)),
                 unit: "msg"),
             BenchFigure(metric: "\(workload)_A_chunks_out", value: Double(node.stats.value(.chunksOut)), unit: "count"),
+            BenchFigure(
+                metric: "\(workload)_A_bulk_fallbacks", value: Double(node.stats.value(.bulkFallbacks)), unit: "count"),
         ]
     }
 

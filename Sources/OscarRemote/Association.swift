@@ -748,6 +748,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     /// Closes the bulk lane and sends the message that was on it, and every
     /// large message for the next 10 s, in chunks on the main connection.
     private func fallBackToChunks() {
+        transport.stats.add(.bulkFallbacks)
         dropBulkLane()
         bulkStalledUntil = uv_hrtime() &+ 10_000_000_000
         large.restart()

@@ -26,6 +26,7 @@ package final class NodeStats: Sendable {
     private let chunksIn = Atomic<Int>(0)
     private let bulkMessagesOut = Atomic<Int>(0)
     private let bulkMessagesIn = Atomic<Int>(0)
+    private let bulkFallbacks = Atomic<Int>(0)
 
     private func counter<R>(_ counter: Counter, _ body: (borrowing Atomic<Int>) -> R) -> R {
         switch counter {
@@ -41,6 +42,7 @@ package final class NodeStats: Sendable {
         case .chunksIn: body(chunksIn)
         case .bulkMessagesOut: body(bulkMessagesOut)
         case .bulkMessagesIn: body(bulkMessagesIn)
+        case .bulkFallbacks: body(bulkFallbacks)
         }
     }
 

@@ -77,6 +77,7 @@ final class NumberRecorder: Reactor {
         let numbers = try await recorder.ask(ReceivedNumbers(), timeout: .seconds(120))
         #expect(numbers == Array(0..<count), "seed \(seed): \(large) large messages")
         #expect(a.stats.value(.bulkMessagesOut) == (bulkLane ? large : 0))
+        #expect(a.stats.value(.bulkFallbacks) == 0)
         #expect(b.stats.value(.bulkMessagesIn) == (bulkLane ? large : 0))
         #expect((a.stats.value(.chunksOut) >= large) == !bulkLane)
         // Each message gave back the room it took in B's reassembly bound
@@ -200,6 +201,7 @@ final class NumberRecorder: Reactor {
         #expect(kinds.first == .tell)
         #expect(chunked > size, "\(chunked) bytes of chunks for a \(size)-byte payload")
         #expect(a.stats.value(.bulkMessagesOut) == 0)
+        #expect(a.stats.value(.bulkFallbacks) == 1)
     }
 
     /// Tells five numbers, every other one large, from `a` to the recorder
@@ -242,6 +244,7 @@ final class NumberRecorder: Reactor {
             }
         }
         try await Self.fiveInOrderInChunks(from: a, to: port)
+        #expect(a.stats.value(.bulkFallbacks) >= 1)
         withExtendedLifetime(holders) {}
     }
 

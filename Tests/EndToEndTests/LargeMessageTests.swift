@@ -112,9 +112,19 @@ import Testing
         // It went out on the bulk lane (or in chunks) and came back whole,
         // and small asks were answered meanwhile (a single 32 MiB frame
         // would have held them up).
+        // On the bulk lane unless it fell back to chunks, as it may when the
+        // node process's copying thread (at `SCHED_IDLE`) finds no free
+        // core for seconds on a busy machine; then the message was sent
+        // again whole in chunks. (BulkLaneTests check the lane itself.)
         if bulkLane {
-            #expect(client.stats.value(.bulkMessagesOut) == 1)
-            #expect(client.stats.value(.chunksOut) == 0)
+            let fallbacks = client.stats.value(.bulkFallbacks)
+            #expect(client.stats.value(.bulkMessagesOut) + fallbacks >= 1)
+            if fallbacks == 0 {
+                #expect(client.stats.value(.bulkMessagesOut) == 1)
+                #expect(client.stats.value(.chunksOut) == 0)
+            } else {
+                #expect(client.stats.value(.chunksOut) >= Self.chunks)
+            }
         } else {
             #expect(client.stats.value(.chunksOut) >= Self.chunks)
             #expect(client.stats.value(.bulkMessagesOut) == 0)
