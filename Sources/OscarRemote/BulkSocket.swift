@@ -161,9 +161,6 @@ final class BulkSocket: Sendable {
         }
     }
 
-    /// Buffers per writev: Linux's IOV_MAX.
-    private static let maxVectors = 1024
-
     /// Ends both directions: a thread blocked on the socket returns at once.
     func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 
