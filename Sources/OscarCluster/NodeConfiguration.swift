@@ -296,11 +296,17 @@ package struct NodeConfiguration: Sendable, Equatable {
         Key(
             name: "loop-cpus",
             help:
-                "CPUs the event loops are kept on, comma-separated (loop i on the i-th, round); for several nodes on one machine"
+                "CPUs the event loops are kept on, as 0,2 or 0-3 (loop i on the i-th, round the list); for several nodes on one machine"
         ) { c, t throws(Reason) in
             var cpus: [Int] = []
             for part in t.split(separator: ",", omittingEmptySubsequences: false) {
-                cpus.append(try int(String(part.filter { $0 != " " }), 0...1023))
+                let bounds = part.filter { $0 != " " }.split(separator: "-", omittingEmptySubsequences: false)
+                guard bounds.count <= 2, !bounds.contains(where: \.isEmpty) else {
+                    throw Reason(text: "'\(part)' is not a CPU or a range of CPUs like 0-3")
+                }
+                let first = try int(String(bounds[0]), 0...1023)
+                let last = try bounds.count == 2 ? int(String(bounds[1]), first...1023) : first
+                cpus += first...last
             }
             c.loopCPUs = cpus
         } show: {

@@ -140,7 +140,8 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         oscar_set_thread_name("oscar-loop-\(index)")
         if let cpu, case let rc = oscar_pin_thread_to_cpu(Int32(clamping: cpu)), rc != 0 {
             OscarLog.shared.warning(
-                "loop \(index) is not kept on CPU \(cpu): \(String(cString: strerror(rc))); the kernel places it")
+                "loop \(index) is not kept on CPU \(cpu), which this process may not use (\(String(cString: strerror(rc)))); the kernel places it"
+            )
         }
         if spin == 0 {
             uv_run(uvLoop, UV_RUN_DEFAULT)

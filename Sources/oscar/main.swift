@@ -129,9 +129,10 @@ let usage = """
                                       large messages: W5 sends 1 MiB and 16 MiB messages (MB/s,
                                       beside the loopback's raw TCP limit); W2S runs W2 while
                                       16 MiB messages stream between the same two nodes;
-                                      --bulk-lane: both nodes opt in to the bulk lane, and two
-                                      more lines say how many messages it carried and how many
-                                      chunks went on the main connection
+                                      --bulk-lane: both nodes opt in to the bulk lane, and three
+                                      more lines say how many messages it carried, how many
+                                      chunks went on the main connection and how many messages
+                                      fell back from the lane to chunks
       oscar bench all                 W1-W4 once each
       oscar bench pool [--count 200000]
                                       asks over a cluster pool on 3 local nodes, 64 outstanding:

@@ -62,7 +62,11 @@ import Testing
         #expect(NodeConfiguration().clusterSettings(secret: "s").loopCPUs.isEmpty)
         #expect(resolved("0") == [0])
         #expect(resolved("2, 3,1") == [2, 3, 1])
-        for bad in ["", "x", "1,", "-1", "1024", "0;1"] { #expect(resolved(bad) == nil, "\(bad)") }
+        #expect(resolved("0-2,5") == [0, 1, 2, 5])
+        for bad in ["", "x", "1,", "-1", "1024", "0;1", "3-1", "0-", "0-1-2", "1-1024"] {
+            #expect(resolved(bad) == nil, "\(bad)")
+        }
+        #expect(Self.failureOf(flags: ["loop-cpus": "0,,1"])?.reason == "'' is not a CPU or a range of CPUs like 0-3")
         #expect(Self.failureOf(flags: ["loop-cpus": "a"])?.key == "loop-cpus")
         let environment = try NodeConfiguration.resolve(flags: [:], environment: ["OSCAR_LOOP_CPUS": "1"])
         #expect(environment.configuration.loopCPUs == [1])
