@@ -56,7 +56,11 @@ package struct NodeArguments: Sendable, Equatable {
             guard settingNames.contains(key) || key == "config" || extraOptions.contains(key) else {
                 throw Problem(description: "unknown option --\(name)")
             }
-            if value == nil { value = rest.popFirst() }
+            if value == nil {
+                // A switch's flag alone, at the end or before another flag.
+                let bare = NodeConfiguration.keys.first { $0.name == key }?.bare
+                value = bare != nil && rest.first?.hasPrefix("--") != false ? bare : rest.popFirst()
+            }
             guard let value else { throw Problem(description: "--\(name) needs a value") }
             if key == "config" {
                 config = value

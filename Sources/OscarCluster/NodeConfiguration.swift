@@ -71,6 +71,9 @@ package struct NodeConfiguration: Sendable, Equatable {
     package struct Key: Sendable {
         package let name: String
         package let help: String
+        /// What the flag alone means (`--bulk-lane` is `--bulk-lane on`), for
+        /// a switch; nil when a value must follow.
+        package var bare: String? = nil
         package let apply: @Sendable (inout NodeConfiguration, String) throws(Reason) -> Void
         package let show: @Sendable (NodeConfiguration) -> String
 
@@ -324,7 +327,8 @@ package struct NodeConfiguration: Sendable, Equatable {
         Key(
             name: "bulk-lane",
             help:
-                "on: large messages sent beside small ones take a second connection, at SCHED_IDLE (PROTOCOL.md §6b); off (default)"
+                "on (or the flag alone): large messages sent beside small ones take a second connection, copied at SCHED_IDLE (PROTOCOL.md §6b); off (default)",
+            bare: "on"
         ) { c, t throws(Reason) in
             guard t == "on" || t == "off" else { throw Reason(text: "must be on or off, not '\(t)'") }
             c.bulkLane = t == "on"
@@ -394,7 +398,8 @@ package struct NodeConfiguration: Sendable, Equatable {
         Key(
             name: "remove-refusing",
             help:
-                "remove a downed member at once when its address refuses connections (its process is gone); false where a firewall rejects rather than drops"
+                "remove a downed member at once when its address refuses connections (its process is gone); false where a firewall rejects rather than drops",
+            bare: "true"
         ) { c, t throws(Reason) in
             guard let value = ["true": true, "false": false][t] else {
                 throw Reason(text: "must be true or false; not '\(t)'")

@@ -113,6 +113,20 @@ final class Ponger: Reactor {
         #expect(parsed.rest == ["--port", "x"], "after -- everything is the application's")
         #expect(throws: NodeArguments.Problem.self) { try NodeArguments(["--print-config=yes"]) }
     }
+
+    /// An on/off setting's flag alone means on, at the end or before another
+    /// flag; a setting that needs a value still takes the next argument.
+    @Test func aSwitchSettingsFlagAloneMeansOn() throws {
+        #expect(try NodeArguments(["--bulk-lane"]).settings == ["bulk-lane": "on"])
+        let beforeAnother = try NodeArguments(["--bulk-lane", "--print-config"])
+        #expect(beforeAnother.settings == ["bulk-lane": "on"] && beforeAnother.switches == ["print-config"])
+        #expect(
+            try NodeArguments(["--bulk-lane", "off", "--remove-refusing"]).settings == [
+                "bulk-lane": "off", "remove-refusing": "true",
+            ])
+        #expect(try NodeArguments(["--port", "--print-config"]).settings == ["port": "--print-config"])
+        #expect(throws: NodeArguments.Problem.self) { try NodeArguments(["--port"]) }
+    }
 }
 
 /// Waiting for the cluster instead of polling it. The bounds are wide: under
