@@ -37,6 +37,16 @@ static inline int oscar_pin_thread_to_cpu(int cpu) {
     return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
 }
 
+/// Lets the calling thread run on every CPU the process may use (its main
+/// thread's set). A thread starts with its creator's CPUs, so one started
+/// from a pinned loop would otherwise stay on that loop's CPU. 0, or an
+/// errno.
+static inline int oscar_thread_use_process_cpus(void) {
+    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    if (syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask) < 0) return errno;
+    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
+}
+
 /// Moves the calling thread to SCHED_IDLE: it runs only on a core nothing
 /// else wants (the bulk lane's threads; see docs/ARCHITECTURE.md). On Linux
 /// the policy is the thread's own. 0, or -1 with errno.

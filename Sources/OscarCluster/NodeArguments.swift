@@ -59,7 +59,7 @@ package struct NodeArguments: Sendable, Equatable {
             if value == nil {
                 // A switch's flag alone, at the end or before another flag.
                 let bare = NodeConfiguration.keys.first { $0.name == key }?.bare
-                value = bare != nil && rest.first?.hasPrefix("--") != false ? bare : rest.popFirst()
+                value = bare != nil && rest.first?.hasPrefix("-") != false ? bare : rest.popFirst()
             }
             guard let value else { throw Problem(description: "--\(name) needs a value") }
             if key == "config" {

@@ -138,6 +138,8 @@ package final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     fileprivate func runOnThread() {
         pthread_setspecific(currentLoopKey, Unmanaged.passUnretained(self).toOpaque())
         oscar_set_thread_name("oscar-loop-\(index)")
+        // A loop made from a pinned loop's thread would start on its CPU.
+        _ = oscar_thread_use_process_cpus()
         if let cpu, case let rc = oscar_pin_thread_to_cpu(Int32(clamping: cpu)), rc != 0 {
             OscarLog.shared.warning(
                 "loop \(index) is not kept on CPU \(cpu), which this process may not use (\(String(cString: strerror(rc)))); the kernel places it"

@@ -127,7 +127,9 @@ extension ProcessControl {
 
     /// Runs `body` on a thread of its own; false (and `body` not run) when
     /// the system has no thread to give, for a caller that must not run it
-    /// on its own thread (a loop: the body blocks).
+    /// on its own thread (a loop: the body blocks). The thread may run on
+    /// every CPU the process may use, even when started from a pinned loop
+    /// (`ActorSystem.Settings.loopCPUs`).
     package static func startThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         final class Body: Sendable {
             let run: @Sendable () -> Void
@@ -139,6 +141,7 @@ extension ProcessControl {
             &thread, nil,
             { raw in
                 guard let raw else { return nil }
+                _ = oscar_thread_use_process_cpus()
                 Unmanaged<Body>.fromOpaque(raw).takeRetainedValue().run()
                 return nil
             }, context)

@@ -120,6 +120,7 @@ final class Ponger: Reactor {
         #expect(try NodeArguments(["--bulk-lane"]).settings == ["bulk-lane": "on"])
         let beforeAnother = try NodeArguments(["--bulk-lane", "--print-config"])
         #expect(beforeAnother.settings == ["bulk-lane": "on"] && beforeAnother.switches == ["print-config"])
+        #expect(try NodeArguments(["--bulk-lane", "-h"]).switches == ["help"])
         #expect(
             try NodeArguments(["--bulk-lane", "off", "--remove-refusing"]).settings == [
                 "bulk-lane": "off", "remove-refusing": "true",

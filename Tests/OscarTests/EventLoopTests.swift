@@ -28,23 +28,32 @@ import Testing
     }
 
     /// Loops given CPUs are kept on them, round the list; a CPU the process
-    /// may not use leaves its loop where the kernel puts it, running.
+    /// may not use leaves its loop where the kernel puts it, running. A
+    /// thread Oscar starts from a pinned loop (the bulk lane's) may run on
+    /// every CPU of the process, not only the loop's.
     @Test func loopsAreKeptOnTheCPUsTheyAreGiven() async throws {
-        /// The CPUs the calling thread may run on, as the kernel lists them.
-        @Sendable func allowedCPUs() -> String {
-            let status = (try? String(contentsOfFile: "/proc/thread-self/status", encoding: .utf8)) ?? ""
+        /// The CPUs a thread may run on, as the kernel lists them
+        /// (`/proc/self` is the main thread: the process's own set).
+        @Sendable func allowedCPUs(_ task: String = "thread-self") -> String {
+            let status = (try? String(contentsOfFile: "/proc/\(task)/status", encoding: .utf8)) ?? ""
             let line = status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") }
             return line.map { String($0.dropFirst("Cpus_allowed_list:".count).filter { !$0.isWhitespace }) } ?? "?"
         }
-        let processCPUs = allowedCPUs()
-        let group = EventLoopGroup(loopCount: 3, cpus: [0, 1023])
+        let processCPUs = allowedCPUs("self")
+        let first = try #require(Int(processCPUs.prefix { $0.isNumber }))
+        let group = EventLoopGroup(loopCount: 3, cpus: [first, 1023])
         defer { group.shutdown() }
         let seen = Record<(loop: Int, cpus: String)>()
         for loop in group.loops { loop.execute { seen.append((loop.index, allowedCPUs())) } }
-        #expect(await eventually { seen.all.count == 3 })
+        let started = Record<String>()
+        group.loops[0].execute {
+            _ = ProcessControl.startThread { started.append(allowedCPUs()) }
+        }
+        #expect(await eventually { seen.all.count == 3 && started.all.count == 1 })
         let byLoop = Dictionary(uniqueKeysWithValues: seen.all.map { ($0.loop, $0.cpus) })
-        #expect(byLoop[0] == "0" && byLoop[2] == "0")
+        #expect(byLoop[0] == "\(first)" && byLoop[2] == "\(first)")
         #expect(byLoop[1] == processCPUs, "CPU 1023 is not on this machine: loop 1 stays unpinned")
+        #expect(started.all == [processCPUs], "a thread started from a pinned loop")
     }
 
     @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() async {
