@@ -37,6 +37,9 @@ static inline int oscar_pin_thread_to_cpu(int cpu) {
     return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
 }
 
+/// The calling thread's id, as /proc/self/task names it.
+static inline int oscar_thread_id(void) { return (int)syscall(SYS_gettid); }
+
 /// Lets the calling thread run on every CPU the process may use (its main
 /// thread's set). A thread starts with its creator's CPUs, so one started
 /// from a pinned loop would otherwise stay on that loop's CPU. 0, or an

@@ -95,11 +95,10 @@ enum BulkLane {
     /// room for ends the connection (its sender sends it in chunks).
     static func receive(on socket: BulkSocket, from peer: NodeAddress, transport: Transport) {
         BulkSocket.startThread(named: "oscar-bulk-in")
-        let copier = BulkCopier(
-            socket: socket, named: "oscar-copy-in", idle: transport.settings.bulkLaneAtIdlePriority)
+        let copier = BulkCopier.take(idle: transport.settings.bulkLaneAtIdlePriority)
         do throws(BulkSocket.Failure) {
             guard let copier else { throw BulkSocket.Failure(description: "no thread for the bulk lane's copying") }
-            defer { copier.stop() }
+            defer { copier.park() }
             while true {
                 socket.waitUntilReadable()
                 let header = try socket.read(headerBytes)
@@ -164,10 +163,10 @@ final class BulkSender: Sendable {
         done: @escaping @Sendable (UInt64, BulkSocket.Failure?) -> Void
     ) {
         self.socket = socket
-        guard let copier = BulkCopier(socket: socket, named: "oscar-copy-out", idle: idle) else { return nil }
+        guard let copier = BulkCopier.take(idle: idle) else { return nil }
         let started = ProcessControl.startThread { [self] in
             BulkSocket.startThread(named: "oscar-bulk-out")
-            defer { copier.stop() }
+            defer { copier.park() }
             while let message = next() {
                 starting()
                 do throws(BulkSocket.Failure) {
@@ -180,7 +179,7 @@ final class BulkSender: Sendable {
             }
         }
         guard started else {
-            copier.stop()
+            copier.park()
             return nil
         }
     }

@@ -115,7 +115,7 @@ final class BulkSocket: Sendable {
 
     /// Writes every byte of `buffers`, on `copier`'s thread if given.
     func write(_ buffers: [UnsafeRawBufferPointer], on copier: BulkCopier? = nil) throws(Failure) {
-        try buffers.withUnsafeBufferPointer { copier?.write($0) ?? writeAll($0) }.check("a bulk write")
+        try buffers.withUnsafeBufferPointer { copier?.write($0, to: self) ?? writeAll($0) }.check("a bulk write")
     }
 
     /// Writes every byte of `bytes`.
@@ -126,7 +126,7 @@ final class BulkSocket: Sendable {
     /// Fills `buffer` from the socket, on `copier`'s thread if given;
     /// `closed` if the peer closes first.
     func read(into buffer: UnsafeMutableRawBufferPointer, on copier: BulkCopier? = nil) throws(Failure) {
-        try (copier?.read(into: buffer) ?? readAll(into: buffer)).check("a bulk read")
+        try (copier?.read(into: buffer, from: self) ?? readAll(into: buffer)).check("a bulk read")
     }
 
     /// Waits, however long, until the socket has bytes to read or is
@@ -164,7 +164,7 @@ final class BulkSocket: Sendable {
     /// Ends both directions: a thread blocked on the socket returns at once.
     func shutdown() { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
 
-    /// Names the calling thread (`oscar-bulk-in`, `oscar-copy-out`, ... as
+    /// Names the calling thread (`oscar-bulk-in`, `oscar-bulk-copy`, ... as
     /// top and perf show it) and, with `idle`, moves it to `SCHED_IDLE`.
     static func startThread(named name: String, idle: Bool = false) {
         oscar_set_thread_name(name)

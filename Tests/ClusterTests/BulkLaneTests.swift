@@ -248,45 +248,40 @@ final class NumberRecorder: Reactor {
         withExtendedLifetime(holders) {}
     }
 
-    /// Only the copying runs at `SCHED_IDLE`: a copier's thread moves itself
-    /// into that class, and the thread it copies for stays out of it (a
-    /// lock held by an idle thread holds up normal ones until a core
-    /// frees). Bytes cross a socket whole and in order through a copier,
-    /// both ways; that one runs at normal priority, as in the other tests
-    /// (at idle priority, on a busy machine, it could take any time), and
-    /// the blocking calls run off Swift's pool.
+    /// Only the copying runs at `SCHED_IDLE`: an idle copier's thread moves
+    /// itself into that class, and the thread it copies for stays out of it
+    /// (a lock held by an idle thread holds up normal ones until a core
+    /// frees). A copier done with is parked and taken again, never ended
+    /// (ending frees under glibc's locks). Bytes cross a socket whole and in
+    /// order through a copier, both ways; that one runs at normal priority,
+    /// as in the other tests (at idle priority, on a busy machine, it could
+    /// take any time), and the blocking calls run off Swift's pool.
     @Test func onlyTheCopyingRunsAtIdlePriority() async throws {
-        /// The scheduling policy (field 41 of `stat`) of the task at `path`.
-        @Sendable func policy(_ path: String) -> Int? {
+        /// The scheduling policy (field 41 of `stat`) of thread `id` (nil:
+        /// the calling thread).
+        @Sendable func policy(_ id: Int32?) -> Int? {
+            let path = id.map { "/proc/self/task/\($0)" } ?? "/proc/thread-self"
             guard let stat = try? String(contentsOfFile: path + "/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")")
             else { return nil }
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             return fields.count > 38 ? Int(fields[38]) : nil
         }
-        /// The policy of this process's thread named `name`, if there is one.
-        @Sendable func policy(ofThreadNamed name: String) -> Int? {
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-            let named = tasks.first {
-                (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)) == name + "\n"
-            }
-            return named.flatMap { policy("/proc/self/task/\($0)") }
-        }
-        func socketPair() throws -> (BulkSocket, BulkSocket) {
-            var fds: [Int32] = [0, 0]
-            try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
-            return (BulkSocket(fd: fds[0], timeout: .seconds(60)), BulkSocket(fd: fds[1], timeout: .seconds(60)))
-        }
+        @Sendable func started(_ copier: BulkCopier) -> Int32 { copier.threadID.load(ordering: .acquiring) }
 
-        let (idleSocket, _) = try socketPair()
-        let idle = try #require(BulkCopier(socket: idleSocket, named: "oscar-copy-idle", idle: true))
-        defer { idle.stop() }
-        #expect(await eventually { policy(ofThreadNamed: "oscar-copy-idle") == 5 })  // SCHED_IDLE
-        #expect(policy("/proc/thread-self") == Int(SCHED_OTHER))
+        let idle = try #require(BulkCopier.take(idle: true))
+        #expect(await eventually { started(idle) != 0 && policy(started(idle)) == 5 })  // SCHED_IDLE
+        #expect(policy(nil) == Int(SCHED_OTHER))
+        idle.park()
+        #expect(BulkCopier.take(idle: true) === idle, "a parked copier is taken again")
+        idle.park()
 
-        let (socket, peer) = try socketPair()
-        let copier = try #require(BulkCopier(socket: socket, named: "oscar-copy-test", idle: false))
-        defer { copier.stop() }
+        var fds: [Int32] = [0, 0]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        let socket = BulkSocket(fd: fds[0], timeout: .seconds(60))
+        let peer = BulkSocket(fd: fds[1], timeout: .seconds(60))
+        let copier = try #require(BulkCopier.take(idle: false))
+        defer { copier.park() }
         let pattern = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
         let (received, echoed) = try await offThePool { () throws -> ([UInt8], [UInt8]?) in
             let written = DispatchSemaphore(value: 0)
@@ -310,7 +305,7 @@ final class NumberRecorder: Reactor {
         #expect(received == pattern)
         #expect(echoed == pattern)
         #expect(socket.written.load(ordering: .relaxed) == pattern.count)
-        #expect(policy(ofThreadNamed: "oscar-copy-test") == Int(SCHED_OTHER))
+        #expect(policy(started(copier)) == Int(SCHED_OTHER))
     }
 
     /// Staged messages are bounded in time and by their sender: a commit
