@@ -125,11 +125,30 @@ import Testing
             } else {
                 #expect(client.stats.value(.chunksOut) >= Self.chunks)
             }
+            // In the node process only the copying runs at `SCHED_IDLE`:
+            // its copiers are in that class, nothing else is.
+            let threads = Self.threads(of: server.process.processIdentifier)
+            #expect(threads.contains { $0 == ("oscar-bulk-copy", 5) } || fallbacks > 0, "\(threads)")
+            #expect(threads.allSatisfy { $0.policy != 5 || $0.name == "oscar-bulk-copy" }, "\(threads)")
         } else {
             #expect(client.stats.value(.chunksOut) >= Self.chunks)
             #expect(client.stats.value(.bulkMessagesOut) == 0)
         }
         #expect(during >= 3, "only \(during) small asks were answered while it was under way")
+    }
+
+    /// The name and scheduling policy (field 41 of `stat`; 5 is
+    /// `SCHED_IDLE`) of each thread of process `pid`.
+    static func threads(of pid: Int32) -> [(name: String, policy: Int)] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 38, let policy = Int(fields[38]) else { return nil }
+            return (String(stat[stat.index(after: open)..<close]), policy)
+        }
     }
 
     @Test(arguments: [true, false]) func aLargeMessageCutByAKillFailsOnlyItsOwnAsk(bulkLane: Bool) async throws {
