@@ -253,7 +253,7 @@ final class NumberRecorder: Reactor {
     /// (That a node's copiers, and only they, run at `SCHED_IDLE` is
     /// checked on a node process, in `LargeMessageTests`: with an idle
     /// thread in this process, two unrelated asks waited 30 s in three full
-    /// runs of five, for a reason not found.) The blocking calls run off
+    /// runs of six, for a reason not found.) The blocking calls run off
     /// Swift's pool.
     @Test func aCopierCopiesWholeBothWays() async throws {
         /// The scheduling policy (field 41 of `stat`) of thread `id`.
