@@ -30,11 +30,15 @@ static inline void oscar_ignore_sigpipe(void) { signal(SIGPIPE, SIG_IGN); }
 #include <errno.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+typedef struct { unsigned long bits[1024 / (8 * sizeof(unsigned long))]; } oscar_cpu_mask;
+static inline int oscar_set_own_cpus(const oscar_cpu_mask *mask) {
+    return syscall(SYS_sched_setaffinity, 0, sizeof *mask, mask) == 0 ? 0 : errno;
+}
 static inline int oscar_pin_thread_to_cpu(int cpu) {
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+    oscar_cpu_mask mask = {{0}};
     if (cpu < 0 || cpu >= 1024) return EINVAL;
-    mask[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
-    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
+    mask.bits[cpu / (8 * sizeof(unsigned long))] = 1UL << (cpu % (8 * sizeof(unsigned long)));
+    return oscar_set_own_cpus(&mask);
 }
 
 /// The calling thread's id, as /proc/self/task names it.
@@ -45,13 +49,13 @@ static inline int oscar_thread_id(void) { return (int)syscall(SYS_gettid); }
 /// from a pinned loop would otherwise stay on that loop's CPU. 0, or an
 /// errno.
 static inline int oscar_thread_use_process_cpus(void) {
-    unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
-    if (syscall(SYS_sched_getaffinity, getpid(), sizeof mask, mask) < 0) return errno;
-    return syscall(SYS_sched_setaffinity, 0, sizeof mask, mask) == 0 ? 0 : errno;
+    oscar_cpu_mask mask = {{0}};
+    if (syscall(SYS_sched_getaffinity, getpid(), sizeof mask, &mask) < 0) return errno;
+    return oscar_set_own_cpus(&mask);
 }
 
 /// Moves the calling thread to SCHED_IDLE: it runs only on a core nothing
-/// else wants (the bulk lane's threads; see docs/ARCHITECTURE.md). On Linux
+/// else wants (the bulk lane's copiers; see docs/ARCHITECTURE.md). On Linux
 /// the policy is the thread's own. 0, or -1 with errno.
 #ifndef SCHED_IDLE
 #define SCHED_IDLE 5

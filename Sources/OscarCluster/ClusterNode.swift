@@ -83,16 +83,16 @@ public final class ClusterNode: Sendable {
         package var smallTrafficLinger: Duration = .milliseconds(10)
         /// Opt in to the bulk lane (docs/PROTOCOL.md §6b): a large message
         /// sent while small ones go to the same node travels on a second
-        /// connection, read and written by threads of their own at
+        /// connection, whose bytes a thread of its own copies at
         /// `SCHED_IDLE`, so that it leaves the cores to the small messages.
-        /// Off by default: while the cores are all busy those threads may
-        /// not run for a while (a message that stalls for half a second goes
-        /// in chunks instead), and a lock one of them holds can hold up a
-        /// thread that needs it. Without TLS only. Both nodes of a pair opt
+        /// Off by default: while the cores are all busy that thread may not
+        /// run for a while (a message that stalls for half a second goes in
+        /// chunks instead; docs/ARCHITECTURE.md, "Large messages", says
+        /// what else is not known about it). Without TLS only. Both nodes of a pair opt
         /// in: a node without it refuses bulk connections, and its peers
         /// send in chunks.
         public var bulkLane = false
-        /// The bulk lane's threads at `SCHED_IDLE` (true) or at normal
+        /// The bulk lane's copiers at `SCHED_IDLE` (true) or at normal
         /// priority (tests, which check behaviour, not scheduling).
         package var bulkLaneAtIdlePriority = true
         /// See `Transport.Settings.bulkStallTimeout`; tests that check which

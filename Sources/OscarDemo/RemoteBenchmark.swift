@@ -114,7 +114,7 @@ public enum RemoteBenchmark {
     /// Runs one workload against the server on `port` and returns its figures.
     /// With `distributed`, W2 and W3 call a distributed actor instead; with
     /// `bulkLane`, node A sends its large messages on the bulk lane (node B
-    /// must take it), and two more figures say which lane carried them;
+    /// must take it), and three more figures say which lane carried them;
     /// node A's loop is kept on `loopCPUs` if given.
     public static func run(
         _ workload: String, port: Int, secret: String, spin: Duration, distributed: Bool = false,

@@ -727,7 +727,7 @@ final class Association: LoopRunnable, PendingAskTable, @unchecked Sendable {
     }
 
     /// Checks every `bulkStallTimeout` (500 ms) that message `id` still moves on
-    /// the bulk lane. Its threads run at `SCHED_IDLE`: on a node (or a
+    /// the bulk lane. Its copiers run at `SCHED_IDLE`: on a node (or a
     /// receiver) whose cores are all busy they may not run for seconds.
     /// A message that made no progress for a whole interval starts again in
     /// chunks on the main connection, as every large message does for the

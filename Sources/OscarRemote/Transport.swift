@@ -50,9 +50,9 @@ package final class Transport: RemoteNetwork, @unchecked Sendable {
         /// default), or with TLS, they go in chunks between the small frames
         /// (see `LargeMessageLane`), and bulk connections are refused.
         package var bulkLane = false
-        /// The bulk lane's threads run at `SCHED_IDLE`: they take only a
-        /// core nothing else wants (and a node whose cores are all busy
-        /// moves no large messages until one is free).
+        /// The bulk lane's copiers (`BulkCopier`) run at `SCHED_IDLE`: they
+        /// take only a core nothing else wants (and a node whose cores are
+        /// all busy moves no large messages until one is free).
         package var bulkLaneAtIdlePriority = true
         /// A bulk read or write that makes no progress for this long fails
         /// its message.

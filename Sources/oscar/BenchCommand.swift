@@ -42,7 +42,9 @@ enum BenchCommand {
             let bulkLane = args.has("bulk-lane")
             guard !bulkLane || ["w5", "w2s"].contains(workload) else { throw .usage("--bulk-lane is for w5 and w2s") }
             let pin = args.has("pin")
-            guard !pin || Self.cpuCount >= 2 else { throw .usage("--pin needs two CPUs, and this machine has one") }
+            guard !pin || ActorSystem.Settings.defaultLoopCount >= 2 else {
+                throw .usage("--pin needs two CPUs, and this machine has one")
+            }
             try args.rejectUnknownOptions()
             try await remote(
                 workload, connectTo: port, spin: spin, distributed: api == "distributed", tls: tls, bulkLane: bulkLane,
@@ -73,12 +75,12 @@ enum BenchCommand {
             let spin = try spinOption(&args)
             let tls = try ClusterTLS.client(&args, dir: nil)
             let bulkLane = args.has("bulk-lane")
-            let cpu = try args.int("loop-cpu", default: -1, range: -1...1023)
+            let loopCPUs = try loopCPUsOption(&args)
             try args.rejectUnknownOptions()
             OscarLog.shared.level = .error  // node A leaving at the end is expected
             do {
                 try await RemoteBenchmark.serve(
-                    secret: secret, port: port, spin: spin, tls: tls, bulkLane: bulkLane, loopCPUs: cpu < 0 ? [] : [cpu]
+                    secret: secret, port: port, spin: spin, tls: tls, bulkLane: bulkLane, loopCPUs: loopCPUs
                 ) {
                     print("PORT \($0)")
                 }
@@ -91,8 +93,15 @@ enum BenchCommand {
         }
     }
 
-    /// Online CPUs (`--pin` needs two).
-    static var cpuCount: Int { Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+    /// `--loop-cpus` as `oscar node` reads it (`0,2`, `0-3`).
+    static func loopCPUsOption(_ args: inout Arguments) throws(CLIError) -> [Int] {
+        guard let text = args.option("loop-cpus") else { return [] }
+        do {
+            return try NodeConfiguration.resolve(flags: ["loop-cpus": text], environment: [:]).configuration.loopCPUs
+        } catch {
+            throw .usage("\(error)")
+        }
+    }
 
     /// `--spin 100us` (the node default), `--spin 0` to block at once.
     static func spinOption(_ args: inout Arguments) throws(CLIError) -> Duration {
@@ -153,7 +162,7 @@ enum BenchCommand {
         }
         server.arguments =
             ["bench", "serve", "--spin", "\(spin.nanoseconds / 1_000)us"] + (certificates?.arguments("b") ?? [])
-            + (bulkLane ? ["--bulk-lane"] : []) + (pin ? ["--loop-cpu", "1"] : [])
+            + (bulkLane ? ["--bulk-lane"] : []) + (pin ? ["--loop-cpus", "1"] : [])
         let out = Pipe()
         server.standardOutput = out
         do {
